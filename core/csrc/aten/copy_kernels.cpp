@@ -1,0 +1,95 @@
+// Copies between host and device and across devices, and reading a scalar
+// back to the host: the kernels that move data over the (simulated) bus.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/copy.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/backend.h"
+#include "aten/host_alias.h"
+#include "aten/host_allocator.h"
+#include "runtime/memory_guard.h"
+
+namespace torchplug {
+namespace {
+
+bool is_device(const at::Tensor& tensor) { return !tensor.device().is_cpu(); }
+
+at::Tensor host_view(const at::Tensor& tensor) { return is_device(tensor) ? host_alias(tensor) : tensor; }
+
+// A plain byte copy is possible: same dtype, same dense layout, no broadcast.
+bool bytewise_copyable(const at::Tensor& src, const at::Tensor& dst) {
+  return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.is_contiguous() &&
+         dst.is_contiguous() && !src.is_conj() && !dst.is_conj() && !src.is_neg() && !dst.is_neg();
+}
+
+// Copies from pinned host memory to a device, or back, run on the device's
+// current stream and return at once, like cudaMemcpyAsync.
+bool try_async_copy(const at::Tensor& src, const at::Tensor& dst) {
+  const bool to_device = is_device(dst) && !is_device(src);
+  const bool to_host = is_device(src) && !is_device(dst);
+  if (!(to_device || to_host) || !bytewise_copyable(src, dst)) {
+    return false;
+  }
+  const at::Tensor& host = to_device ? src : dst;
+  const at::Tensor& device = to_device ? dst : src;
+  if (!is_pinned_host_pointer(device.device().type(), host.data_ptr())) {
+    return false;
+  }
+  runtime::Stream& stream = runtime_stream(current_stream(device.device()));
+  // The task holds both storages so neither is freed while the copy is queued.
+  stream.enqueue([src_storage = src.storage(), dst_storage = dst.storage(), src_ptr = src.const_data_ptr(),
+                  dst_ptr = dst.mutable_data_ptr(), bytes = src.nbytes()] {
+    runtime::KernelAccess access{dst_ptr, src_ptr};
+    std::memcpy(dst_ptr, src_ptr, bytes);
+  });
+  return true;
+}
+
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(src.defined() && dst.defined(), "Cannot copy an undefined tensor.");
+  if (dst.numel() == 0) {
+    return dst;
+  }
+  if (non_blocking && try_async_copy(src, dst)) {
+    return dst;
+  }
+  for (const at::Tensor* tensor : {&src, &dst}) {
+    if (is_device(*tensor)) {
+      checked_device_index(tensor->device().type(), tensor->device().index());
+      wait_for_current_stream(tensor->device());
+    }
+  }
+  std::vector<const void*> accessed;
+  if (runtime::strict_mode()) {
+    accessed = {src.storage().data(), dst.storage().data()};
+  }
+  runtime::KernelAccess access(accessed);
+  at::Tensor host_dst = host_view(dst);
+  host_dst.copy_(host_view(src));
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
+  if (dst.sizes() != src.sizes()) {
+    dst.resize_(src.sizes());
+  }
+  return copy_from(src, dst, /*non_blocking=*/false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  wait_for_current_stream(self.device());
+  runtime::KernelAccess access{self.storage().data()};
+  return at::_local_scalar_dense(host_alias(self));
+}
+
+}  // namespace
+
+void register_copy_kernels(torch::Library& library) {
+  library.impl("_copy_from", TORCH_FN(copy_from));
+  library.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  library.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace torchplug

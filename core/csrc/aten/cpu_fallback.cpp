@@ -1,0 +1,225 @@
+#include "aten/cpu_fallback.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+
+#include "aten/backend.h"
+#include "aten/generator.h"
+#include "aten/host_alias.h"
+#include "runtime/memory_guard.h"
+
+namespace torchplug {
+namespace {
+
+// One device tensor handed to the kernel as a host alias.
+struct Aliased {
+  at::Tensor original;
+  at::Tensor alias;
+  c10::StorageImpl* alias_storage;  // as given to the kernel
+  bool mutable_arg;
+};
+
+struct CallState {
+  const c10::OperatorHandle& op;
+  std::optional<c10::Device> device;  // the device the call runs on
+  c10::SmallVector<Aliased, 4> aliased;
+  bool has_generator_arg = false;
+  int generator_slot = -1;
+  bool host_tensor_seen = false;  // a non-scalar CPU tensor among the arguments
+};
+
+[[noreturn]] void different_devices(const c10::Device& first, const c10::Device& second,
+                                    const c10::OperatorHandle& op) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+              first, " and ", second, "! (in ", op.schema().name(),
+              "; move the tensors to one device with .to(device) first)");
+}
+
+bool is_index_argument(const c10::Argument& argument, const at::Tensor& tensor) {
+  // Like CUDA, accept host index tensors alongside device data.
+  const auto& name = argument.name();
+  const bool index_name = name.find("ind") != std::string::npos;
+  return index_name && (at::isIntegralType(tensor.scalar_type(), /*includeBool=*/true));
+}
+
+void note_device(CallState& state, const at::Tensor& tensor, const c10::Argument& argument) {
+  const c10::Device device = tensor.device();
+  if (device.is_cpu()) {
+    if (tensor.dim() > 0 && !is_index_argument(argument, tensor)) {
+      state.host_tensor_seen = true;
+    }
+    return;
+  }
+  if (!state.device.has_value()) {
+    state.device = device;
+  } else if (*state.device != device) {
+    different_devices(*state.device, device, state.op);
+  }
+}
+
+at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argument& argument) {
+  if (!tensor.defined()) {
+    return tensor;
+  }
+  note_device(state, tensor, argument);
+  if (tensor.device().is_cpu()) {
+    return tensor;
+  }
+  TORCH_CHECK(find_platform(tensor.device().type()) != nullptr, "Cannot run ", state.op.schema().name(),
+              " on ", tensor.device(), ": no torchplug backend serves that device.");
+  at::Tensor alias = host_alias(tensor);
+  const bool is_mutable = argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+  state.aliased.push_back({tensor, alias, alias.storage().unsafeGetStorageImpl(), is_mutable});
+  return alias;
+}
+
+c10::IValue convert_argument(CallState& state, const c10::Argument& argument, c10::IValue value) {
+  if (value.isTensor()) {
+    return to_host(state, value.toTensor(), argument);
+  }
+  if (value.isTensorList()) {
+    auto list = value.toTensorList();
+    c10::List<at::Tensor> converted;
+    converted.reserve(list.size());
+    for (const at::Tensor& tensor : list) {
+      converted.push_back(to_host(state, tensor, argument));
+    }
+    return converted;
+  }
+  if (value.isList() && value.toListRef().size() > 0 &&
+      argument.type()->kind() == c10::TypeKind::ListType) {
+    // List[Optional[Tensor]] (indexing).
+    auto elements = value.toList();
+    if (!elements.elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
+      return value;
+    }
+    c10::List<std::optional<at::Tensor>> converted;
+    for (const c10::IValue& element : elements) {
+      if (element.isTensor()) {
+        converted.push_back(to_host(state, element.toTensor(), argument));
+      } else {
+        converted.push_back(std::nullopt);
+      }
+    }
+    return converted;
+  }
+  if (value.isDevice() && !value.toDevice().is_cpu()) {
+    const c10::Device device = value.toDevice();
+    if (find_platform(device.type()) != nullptr) {
+      const c10::Device indexed(device.type(), checked_device_index(device.type(), device.index()));
+      if (!state.device.has_value()) {
+        state.device = indexed;
+      }
+      return c10::IValue(c10::Device(c10::kCPU));
+    }
+  }
+  if (argument.type()->kind() == c10::TypeKind::OptionalType &&
+      argument.type()->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType) {
+    state.has_generator_arg = true;
+    if (value.isGenerator()) {
+      const at::Generator& generator = value.toGenerator();
+      if (!generator.device().is_cpu()) {
+        return c10::IValue(engine_of(generator));
+      }
+    }
+  }
+  return value;
+}
+
+// A kernel's result as the device tensor the caller should see.
+at::Tensor to_device(const CallState& state, const at::Tensor& result) {
+  if (!result.defined() || !result.device().is_cpu()) {
+    return result;
+  }
+  for (const Aliased& entry : state.aliased) {
+    if (result.unsafeGetTensorImpl() == entry.alias.unsafeGetTensorImpl()) {
+      return entry.original;  // in-place and out= return their argument
+    }
+  }
+  for (const Aliased& entry : state.aliased) {
+    if (result.storage().unsafeGetStorageImpl() == entry.alias.storage().unsafeGetStorageImpl()) {
+      return device_view(entry.original.storage(), result, entry.original.key_set());
+    }
+  }
+  return adopt_host_tensor(result, *state.device);
+}
+
+// Writes back what a kernel did to a mutable argument's metadata (resize,
+// reallocation) onto the device tensor it stands for.
+void sync_mutated(const Aliased& entry) {
+  const at::Tensor& alias = entry.alias;
+  c10::TensorImpl* original = entry.original.unsafeGetTensorImpl();
+  if (alias.storage().unsafeGetStorageImpl() != entry.alias_storage) {
+    TORCH_CHECK(false, "Kernel replaced the storage of a mutable argument; not supported on simulated devices.");
+  }
+  if (alias.storage().data() != entry.original.storage().data()) {
+    adopt_host_storage(alias.storage(), entry.original.storage());
+  }
+  if (alias.sizes() != entry.original.sizes() || alias.strides() != entry.original.strides() ||
+      alias.storage_offset() != entry.original.storage_offset()) {
+    original->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
+  }
+}
+
+}  // namespace
+
+void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
+                           torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const size_t num_arguments = arguments.size();
+  const size_t first = stack->size() - num_arguments;
+  CallState state{op, std::nullopt, {}, false, -1, false};
+
+  for (size_t i = 0; i < num_arguments; ++i) {
+    c10::IValue& slot = (*stack)[first + i];
+    slot = convert_argument(state, arguments[i], std::move(slot));
+    if (state.has_generator_arg && state.generator_slot < 0) {
+      state.generator_slot = static_cast<int>(i);
+    }
+  }
+  TORCH_CHECK(state.device.has_value(), "Operator ", schema.name(),
+              " reached a simulated device without a device tensor or device argument.");
+  if (state.host_tensor_seen) {
+    different_devices(*state.device, c10::Device(c10::kCPU), op);
+  }
+
+  // Random ops without an explicit generator draw from the device's default one.
+  if (state.generator_slot >= 0 && (*stack)[first + state.generator_slot].isNone()) {
+    (*stack)[first + state.generator_slot] = c10::IValue(engine_of(default_generator(*state.device)));
+  }
+
+  c10::DeviceGuard device_guard(*state.device);
+  wait_for_current_stream(*state.device);
+  {
+    std::vector<const void*> accessed;
+    if (runtime::strict_mode()) {
+      for (const Aliased& entry : state.aliased) {
+        accessed.push_back(entry.original.storage().data());
+      }
+    }
+    runtime::KernelAccess access(accessed);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    for (const Aliased& entry : state.aliased) {
+      if (entry.mutable_arg) {
+        sync_mutated(entry);
+      }
+    }
+  }
+
+  const size_t num_returns = schema.returns().size();
+  const size_t returns_begin = stack->size() - num_returns;
+  for (size_t i = 0; i < num_returns; ++i) {
+    c10::IValue& result = (*stack)[returns_begin + i];
+    if (result.isTensor()) {
+      result = to_device(state, result.toTensor());
+    } else if (result.isTensorList()) {
+      auto list = result.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        list[j] = to_device(state, list[j]);
+      }
+    }
+  }
+}
+
+}  // namespace torchplug

@@ -1,0 +1,333 @@
+#include "aten/device_allocator.h"
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "aten/backend.h"
+#include "runtime/event.h"
+
+namespace torchplug {
+namespace {
+
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kSmallRequest = size_t{1} << 20;  // served from the small pool
+constexpr size_t kSmallRound = 512;
+constexpr size_t kLargeRound = size_t{2} << 20;
+
+size_t rounded_size(size_t bytes) {
+  const size_t unit = bytes <= kSmallRequest ? kSmallRound : kLargeRound;
+  return bytes == 0 ? unit : (bytes + unit - 1) / unit * unit;
+}
+
+StatType pool_of(size_t block_size) {
+  return block_size <= kSmallRequest ? StatType::SMALL_POOL : StatType::LARGE_POOL;
+}
+
+void increase(c10::CachingAllocator::StatArray& stat, StatType pool, size_t amount) {
+  stat[static_cast<size_t>(StatType::AGGREGATE)].increase(amount);
+  stat[static_cast<size_t>(pool)].increase(amount);
+}
+
+void decrease(c10::CachingAllocator::StatArray& stat, StatType pool, size_t amount) {
+  stat[static_cast<size_t>(StatType::AGGREGATE)].decrease(amount);
+  stat[static_cast<size_t>(pool)].decrease(amount);
+}
+
+}  // namespace
+
+class CachingDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  struct Block {
+    CachingDeviceAllocator* owner;
+    void* pointer;
+    size_t size;       // rounded size held from the device
+    size_t requested;  // what the caller asked for
+    c10::DeviceIndex device;
+    c10::StreamId stream;                       // stream it was allocated on
+    std::unordered_set<c10::StreamId> used_on;  // other streams (record_stream)
+    std::vector<std::unique_ptr<runtime::Event>> pending;       // work on used_on at free time
+    bool adopted = false;
+    c10::DataPtr adopted_data;                  // owner of adopted host memory
+  };
+
+  explicit CachingDeviceAllocator(c10::DeviceType type) : type_(type) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    const c10::DeviceIndex device = checked_device_index(type_, -1);
+    if (nbytes == 0) {
+      return c10::DataPtr(nullptr, c10::Device(type_, device));
+    }
+    Block* block = take_block(device, nbytes);
+    return c10::DataPtr(block->pointer, block, &free_block, c10::Device(type_, device));
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    platform().memcpy(dest, src, count);
+  }
+
+  bool initialized() override { return platform().initialized(); }
+
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t device = 0; device < per_device_.size(); ++device) {
+      release_cached(static_cast<c10::DeviceIndex>(device));
+    }
+  }
+
+  void recordStream(const c10::DataPtr& data, c10::Stream stream) override {
+    if (data.get_deleter() != &free_block) {
+      return;
+    }
+    auto* block = static_cast<Block*>(data.get_context());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stream.id() != block->stream) {
+      block->used_on.insert(stream.id());
+    }
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return state(checked_device_index(type_, device)).stats;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceStats& stats = state(checked_device_index(type_, device)).stats;
+    for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                        &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                        &stats.inactive_split_bytes, &stats.requested_bytes}) {
+      for (auto& stat : *array) {
+        stat.reset_accumulated();
+      }
+    }
+    stats.num_alloc_retries = 0;
+    stats.num_ooms = 0;
+    stats.num_device_alloc = 0;
+    stats.num_device_free = 0;
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const c10::DeviceIndex index = checked_device_index(type_, device);
+    DeviceStats& stats = state(index).stats;
+    for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                        &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                        &stats.inactive_split_bytes, &stats.requested_bytes}) {
+      for (auto& stat : *array) {
+        stat.reset_peak();
+      }
+    }
+    platform().reset_peak(index);
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    const c10::DeviceIndex index = checked_device_index(type_, device);
+    const size_t total = platform().capacity(index);
+    const auto used = static_cast<size_t>(platform().stats(index).used_bytes);
+    return {total > used ? total - used : 0, total};
+  }
+
+  c10::DataPtr adopt(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
+    translate_runtime_errors([&] { platform().adopt(device.index(), nbytes); });
+    auto* block = new Block{this, host_data.get(), nbytes, nbytes, device.index(), 0, {}, {}, true,
+                            std::move(host_data)};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      DeviceStats& stats = state(device.index()).stats;
+      count_segment(stats, nbytes, /*add=*/true);
+      count_use(stats, *block, /*add=*/true);
+    }
+    return c10::DataPtr(block->pointer, block, &free_block, device);
+  }
+
+ private:
+  struct DeviceState {
+    DeviceStats stats;
+    std::unordered_map<size_t, std::vector<Block*>> cached;  // by rounded size
+    std::vector<Block*> awaiting_streams;                   // freed, used on busy streams
+  };
+
+  runtime::Platform& platform() const { return platform_for(type_); }
+
+  DeviceState& state(c10::DeviceIndex device) {
+    if (per_device_.size() <= static_cast<size_t>(device)) {
+      per_device_.resize(device + 1);
+    }
+    return per_device_[device];
+  }
+
+  static void count_segment(DeviceStats& stats, size_t size, bool add) {
+    const StatType pool = pool_of(size);
+    if (add) {
+      increase(stats.segment, pool, 1);
+      increase(stats.reserved_bytes, pool, size);
+      ++stats.num_device_alloc;
+    } else {
+      decrease(stats.segment, pool, 1);
+      decrease(stats.reserved_bytes, pool, size);
+      ++stats.num_device_free;
+    }
+  }
+
+  static void count_use(DeviceStats& stats, const Block& block, bool add) {
+    const StatType pool = pool_of(block.size);
+    auto change = add ? &increase : &decrease;
+    change(stats.allocation, pool, 1);
+    change(stats.active, pool, 1);
+    change(stats.allocated_bytes, pool, block.size);
+    change(stats.active_bytes, pool, block.size);
+    change(stats.requested_bytes, pool, block.requested);
+  }
+
+  Block* take_block(c10::DeviceIndex device, size_t nbytes) {
+    const size_t size = rounded_size(nbytes);
+    const c10::StreamId stream = current_stream(c10::Device(type_, device)).id();
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& dev = state(device);
+    reclaim_finished(dev);
+    Block* block = nullptr;
+    auto it = dev.cached.find(size);
+    if (it != dev.cached.end()) {
+      // Prefer a block last used on this stream: reuse needs no synchronisation.
+      auto& blocks = it->second;
+      for (size_t i = blocks.size(); i-- > 0;) {
+        if (blocks[i]->stream == stream) {
+          block = blocks[i];
+          blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+      }
+    }
+    if (block == nullptr) {
+      block = new_block(device, size);
+    }
+    block->requested = nbytes;
+    block->stream = stream;
+    count_use(dev.stats, *block, /*add=*/true);
+    return block;
+  }
+
+  Block* new_block(c10::DeviceIndex device, size_t size) {
+    DeviceState& dev = state(device);
+    void* pointer = nullptr;
+    try {
+      pointer = platform().malloc(device, size);
+    } catch (const runtime::OutOfMemoryError&) {
+      // Give the cache back to the device and try once more, as CUDA's allocator does.
+      ++dev.stats.num_alloc_retries;
+      release_cached(device);
+      try {
+        pointer = platform().malloc(device, size);
+      } catch (const runtime::OutOfMemoryError&) {
+        ++dev.stats.num_ooms;
+        translate_runtime_errors([&]() -> void { throw; });
+      }
+    }
+    count_segment(dev.stats, size, /*add=*/true);
+    return new Block{this, pointer, size, size, device, 0, {}, {}, false, {}};
+  }
+
+  // Returns cached (unused) blocks of `device` to the runtime. Caller holds mutex_.
+  void release_cached(c10::DeviceIndex device) {
+    DeviceState& dev = state(device);
+    reclaim_finished(dev);
+    for (auto& [size, blocks] : dev.cached) {
+      for (Block* block : blocks) {
+        platform().free(block->pointer);
+        count_segment(dev.stats, block->size, /*add=*/false);
+        delete block;
+      }
+    }
+    dev.cached.clear();
+  }
+
+  // Moves blocks whose pending stream work has finished into the cache.
+  void reclaim_finished(DeviceState& dev) {
+    if (dev.awaiting_streams.empty()) {
+      return;
+    }
+    auto& waiting = dev.awaiting_streams;
+    for (size_t i = waiting.size(); i-- > 0;) {
+      Block* block = waiting[i];
+      bool done = true;
+      for (const auto& event : block->pending) {
+        done = done && event->query();
+      }
+      if (done) {
+        block->pending.clear();
+        dev.cached[block->size].push_back(block);
+        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+  }
+
+  void release(Block* block) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& dev = state(block->device);
+    count_use(dev.stats, *block, /*add=*/false);
+    if (block->adopted) {
+      count_segment(dev.stats, block->size, /*add=*/false);
+      platform().release_adopted(block->device, block->size);
+      delete block;  // frees the host memory through its own deleter
+      return;
+    }
+    // Memory used on other streams is reused only after their queued work ends.
+    for (c10::StreamId id : block->used_on) {
+      runtime::Stream& stream = platform().stream(block->device, id);
+      if (!stream.query()) {
+        block->pending.push_back(std::make_unique<runtime::Event>());
+        block->pending.back()->record(stream);
+      }
+    }
+    block->used_on.clear();
+    if (block->pending.empty()) {
+      dev.cached[block->size].push_back(block);
+    } else {
+      dev.awaiting_streams.push_back(block);
+    }
+  }
+
+  static void free_block(void* context) {
+    auto* block = static_cast<Block*>(context);
+    block->owner->release(block);
+  }
+
+  const c10::DeviceType type_;
+  std::mutex mutex_;
+  std::vector<DeviceState> per_device_;
+};
+
+namespace {
+std::array<std::unique_ptr<CachingDeviceAllocator>,
+           static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
+    allocators;
+}  // namespace
+
+CachingDeviceAllocator& caching_allocator(c10::DeviceType type) {
+  static std::mutex creation_mutex;
+  auto& slot = allocators[static_cast<size_t>(type)];
+  if (!slot) {
+    std::lock_guard<std::mutex> lock(creation_mutex);
+    if (!slot) {
+      slot = std::make_unique<CachingDeviceAllocator>(type);
+      c10::SetAllocator(type, slot.get());
+    }
+  }
+  return *slot;
+}
+
+c10::DeviceAllocator& device_allocator(c10::DeviceType type) { return caching_allocator(type); }
+
+c10::DataPtr adopt_as_device_memory(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
+  return caching_allocator(device.type()).adopt(std::move(host_data), nbytes, device);
+}
+
+}  // namespace torchplug

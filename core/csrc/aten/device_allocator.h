@@ -1,0 +1,14 @@
+#pragma once
+#include <c10/core/CachingDeviceAllocator.h>
+
+namespace torchplug {
+
+// The caching allocator over the runtime's device memory for `type`, with the
+// statistics torch.accelerator reports; created and installed on first use.
+c10::DeviceAllocator& device_allocator(c10::DeviceType type);
+
+// Takes over a host allocation (a CPU kernel's fresh output) as device memory
+// of `device`, counted against its capacity and statistics.
+c10::DataPtr adopt_as_device_memory(c10::DataPtr host_data, size_t nbytes, c10::Device device);
+
+}  // namespace torchplug

@@ -1,0 +1,79 @@
+#include "aten/host_alias.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <c10/core/TensorOptions.h>
+
+#include "aten/backend.h"
+#include "aten/device_allocator.h"
+#include "runtime/memory_guard.h"
+
+namespace torchplug {
+
+c10::DispatchKeySet device_key_set(c10::DeviceType type) {
+  return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, std::nullopt, c10::Device(type)));
+}
+
+at::Tensor host_alias(const at::Tensor& device_tensor) {
+  const c10::Storage& storage = device_tensor.storage();
+  c10::Storage host_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                            c10::DataPtr(storage.mutable_data(), c10::Device(c10::kCPU)),
+                            c10::GetCPUAllocator(), /*resizable=*/true);
+  auto alias = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(host_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), device_tensor.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(device_tensor.sizes(), device_tensor.strides(),
+                                                     device_tensor.storage_offset());
+  return alias;
+}
+
+at::Tensor device_view(const c10::Storage& storage, const at::Tensor& like, c10::DispatchKeySet keys) {
+  auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), keys, like.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  return view;
+}
+
+namespace {
+
+// Device memory holding a copy of `host_storage` (strict mode: device memory
+// must be page-protected, which host allocations cannot be).
+c10::DataPtr copied_to_device(const c10::Storage& host_storage, c10::Device device) {
+  c10::DeviceGuard guard(device);
+  c10::DataPtr data = device_allocator(device.type()).allocate(host_storage.nbytes());
+  platform_for(device.type()).memcpy(data.get(), host_storage.data(), host_storage.nbytes());
+  return data;
+}
+
+c10::DataPtr take_as_device_memory(const c10::Storage& host_storage, c10::Device device) {
+  c10::StorageImpl* impl = host_storage.unsafeGetStorageImpl();
+  const size_t nbytes = impl->nbytes();
+  if (runtime::strict_mode() || nbytes == 0) {
+    return copied_to_device(host_storage, device);
+  }
+  // Another holder of this storage would see its memory move: copy instead.
+  if (host_storage.use_count() > 1) {
+    return copied_to_device(host_storage, device);
+  }
+  c10::DataPtr host_data = impl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+  return adopt_as_device_memory(std::move(host_data), nbytes, device);
+}
+
+}  // namespace
+
+at::Tensor adopt_host_tensor(const at::Tensor& host_tensor, c10::Device device) {
+  const c10::Storage& host_storage = host_tensor.storage();
+  const size_t nbytes = host_storage.nbytes();
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, take_as_device_memory(host_storage, device),
+                       &device_allocator(device.type()), /*resizable=*/true);
+  return device_view(storage, host_tensor, device_key_set(device.type()));
+}
+
+void adopt_host_storage(const c10::Storage& host_storage, const c10::Storage& device_storage) {
+  const c10::Device device = device_storage.device();
+  c10::StorageImpl* impl = device_storage.unsafeGetStorageImpl();
+  const size_t nbytes = host_storage.nbytes();
+  impl->set_data_ptr_noswap(take_as_device_memory(host_storage, device));
+  impl->set_nbytes(nbytes);
+}
+
+}  // namespace torchplug

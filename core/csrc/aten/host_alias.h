@@ -1,0 +1,26 @@
+#pragma once
+// Device memory in this project is host memory, so a device tensor can be
+// handed to a CPU kernel as a CPU tensor over the same bytes (an alias), and
+// a CPU kernel's fresh output can become device memory without a copy.
+#include <ATen/core/Tensor.h>
+
+namespace torchplug {
+
+// A CPU tensor viewing the same memory as `device_tensor`. Its storage does
+// not own the memory: `device_tensor` must outlive it. It is resizable, so a
+// kernel may reallocate it (out= arguments of the wrong size).
+at::Tensor host_alias(const at::Tensor& device_tensor);
+
+// A device tensor with the sizes, strides and offset of `like`, over `storage`.
+at::Tensor device_view(const c10::Storage& storage, const at::Tensor& like, c10::DispatchKeySet keys);
+
+// Turns a CPU kernel's fresh output into a device tensor on `device`.
+at::Tensor adopt_host_tensor(const at::Tensor& host_tensor, c10::Device device);
+
+// Gives `device_storage` the memory of `host_storage` (after a kernel
+// reallocated an alias of it).
+void adopt_host_storage(const c10::Storage& host_storage, const c10::Storage& device_storage);
+
+c10::DispatchKeySet device_key_set(c10::DeviceType type);
+
+}  // namespace torchplug

@@ -1,0 +1,215 @@
+// The one pybind11 module: a thin, int-and-string API over the runtime and
+// the torch integration, consumed by the Python package `torchplug`.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <ATen/core/Generator.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceType.h>
+#include <c10/util/Exception.h>
+
+#include "aten/backend.h"
+#include "aten/device_allocator.h"
+#include "aten/device_guard.h"
+#include "aten/generator.h"
+#include "aten/hooks.h"
+#include "aten/host_allocator.h"
+#include "aten/kernels.h"
+#include "runtime/errors.h"
+#include "runtime/memory_guard.h"
+#include "runtime/platform.h"
+
+namespace py = pybind11;
+
+namespace torchplug {
+namespace {
+
+c10::DeviceType parse_device_type(const std::string& name) {
+  if (name == "privateuse1") {
+    return c10::DeviceType::PrivateUse1;
+  }
+  if (name == "hpu") {
+    return c10::DeviceType::HPU;
+  }
+  throw std::invalid_argument("Unsupported dispatch key '" + name + "': use 'privateuse1' or 'hpu'.");
+}
+
+// Binds the platform `platform_name` to `device_type` and installs every
+// registration torch needs for it. Idempotent.
+void register_backend(const std::string& device_type, const std::string& platform_name) {
+  const c10::DeviceType type = parse_device_type(device_type);
+  runtime::Platform& platform = runtime::Platform::get(platform_name);
+  if (runtime::Platform* bound = find_platform(type); bound != nullptr && bound != &platform) {
+    throw std::runtime_error("Device type " + device_type + " is already served by '" + bound->name() + "'.");
+  }
+  if (type == c10::DeviceType::PrivateUse1 && !register_privateuse1_hooks()) {
+    throw std::runtime_error(
+        "PrivateUse1 hooks were already registered by another library (a backend not built on "
+        "torchplug); only one PrivateUse1 backend can be active per process.");
+  }
+  bind_platform(type, platform);
+  device_allocator(type);
+  register_host_allocator(type);
+  register_device_guard(type);
+  register_kernels(type);
+}
+
+py::dict device_stats(const std::string& device_type, int device) {
+  const c10::DeviceType type = parse_device_type(device_type);
+  const auto stats = device_allocator(type).getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  py::dict result;
+  auto add = [&](const char* name, const c10::CachingAllocator::StatArray& array) {
+    static const char* pools[] = {"all", "small_pool", "large_pool"};
+    for (size_t pool = 0; pool < array.size(); ++pool) {
+      const std::string prefix = std::string(name) + "." + pools[pool] + ".";
+      result[py::str(prefix + "current")] = array[pool].current;
+      result[py::str(prefix + "peak")] = array[pool].peak;
+      result[py::str(prefix + "allocated")] = array[pool].allocated;
+      result[py::str(prefix + "freed")] = array[pool].freed;
+    }
+  };
+  add("allocation", stats.allocation);
+  add("segment", stats.segment);
+  add("active", stats.active);
+  add("allocated_bytes", stats.allocated_bytes);
+  add("reserved_bytes", stats.reserved_bytes);
+  add("active_bytes", stats.active_bytes);
+  add("requested_bytes", stats.requested_bytes);
+  result["num_alloc_retries"] = stats.num_alloc_retries;
+  result["num_ooms"] = stats.num_ooms;
+  result["num_device_alloc"] = stats.num_device_alloc;
+  result["num_device_free"] = stats.num_device_free;
+  return result;
+}
+
+template <typename Fn>
+decltype(auto) with_torch_errors(Fn&& fn) {
+  return translate_runtime_errors(std::forward<Fn>(fn));
+}
+
+}  // namespace
+}  // namespace torchplug
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torchplug;
+  m.doc() = "torchplug native core: simulated accelerator runtime and its torch integration.";
+  m.attr("TORCH_BUILD_VERSION") = TORCHPLUG_TORCH_BUILD_VERSION;
+
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) {
+        std::rethrow_exception(error);
+      }
+    } catch (const c10::OutOfMemoryError& e) {
+      py::object oom = py::module_::import("torch").attr("OutOfMemoryError");
+      PyErr_SetString(oom.ptr(), e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+
+  m.def("register_backend", &register_backend, py::arg("device_type"), py::arg("platform"));
+
+  // Runtime (layer 1) controls.
+  m.def("configure", [](const std::string& platform, int device_count, size_t capacity) {
+    with_torch_errors([&] { runtime::Platform::get(platform).configure(device_count, capacity); });
+  });
+  m.def("device_count", [](const std::string& platform) { return runtime::Platform::get(platform).device_count(); });
+  m.def("capacity", [](const std::string& platform, int device) {
+    return with_torch_errors([&] { return runtime::Platform::get(platform).capacity(device); });
+  });
+  m.def("is_initialized", [](const std::string& platform) { return runtime::Platform::get(platform).initialized(); });
+  m.def("current_device", [](const std::string& platform) { return runtime::Platform::get(platform).current_device(); });
+  m.def("set_device", [](const std::string& platform, int device) {
+    with_torch_errors([&] { runtime::Platform::get(platform).set_current_device(device); });
+  });
+  m.def("synchronize", [](const std::string& platform, int device) {
+    py::gil_scoped_release no_gil;
+    with_torch_errors([&] { runtime::Platform::get(platform).synchronize(device); });
+  });
+  m.def("runtime_stats", [](const std::string& platform, int device) {
+    const auto stats = with_torch_errors([&] { return runtime::Platform::get(platform).stats(device); });
+    py::dict result;
+    result["used_bytes"] = stats.used_bytes;
+    result["peak_used_bytes"] = stats.peak_used_bytes;
+    result["allocation_count"] = stats.allocation_count;
+    result["free_count"] = stats.free_count;
+    result["failed_allocations"] = stats.failed_allocations;
+    return result;
+  });
+  m.def("inject_allocation_failures", [](const std::string& platform, int device, int count) {
+    with_torch_errors([&] { runtime::Platform::get(platform).inject_allocation_failures(device, count); });
+  });
+  m.def("strict_mode", &runtime::strict_mode);
+  m.def("set_strict_mode", &runtime::set_strict_mode);
+  m.def("sleep_on_stream", [](const std::string& platform, int device, int64_t stream_id, double milliseconds) {
+    runtime::Stream& stream =
+        with_torch_errors([&]() -> runtime::Stream& { return runtime::Platform::get(platform).stream(device, stream_id); });
+    stream.enqueue([milliseconds] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(milliseconds)); });
+  });
+
+  // Torch integration (layer 2) queries.
+  m.def("memory_stats", [](const std::string& device_type, int device) { return device_stats(device_type, device); });
+  m.def("empty_cache", [](const std::string& device_type) { device_allocator(parse_device_type(device_type)).emptyCache(); });
+  m.def("reset_peak_memory_stats", [](const std::string& device_type, int device) {
+    device_allocator(parse_device_type(device_type)).resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("reset_accumulated_memory_stats", [](const std::string& device_type, int device) {
+    device_allocator(parse_device_type(device_type)).resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("mem_get_info", [](const std::string& device_type, int device) {
+    return device_allocator(parse_device_type(device_type)).getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("device_type_id", [](const std::string& device_type) { return static_cast<int>(parse_device_type(device_type)); });
+  m.def("current_stream_id", [](const std::string& device_type, int device) {
+    const c10::DeviceType type = parse_device_type(device_type);
+    return current_stream(c10::Device(type, static_cast<c10::DeviceIndex>(device))).id();
+  });
+  m.def("set_current_stream", [](const std::string& device_type, int device, int64_t stream_id) {
+    const c10::DeviceType type = parse_device_type(device_type);
+    set_current_stream(c10::Stream(c10::Stream::UNSAFE, c10::Device(type, static_cast<c10::DeviceIndex>(device)), stream_id));
+  });
+
+  // Default generators of each device.
+  auto generator = [](const std::string& device_type, int device) -> const at::Generator& {
+    return default_generator(c10::Device(parse_device_type(device_type), static_cast<c10::DeviceIndex>(device)));
+  };
+  m.def("manual_seed", [generator](const std::string& device_type, int device, uint64_t seed) {
+    at::Generator gen = generator(device_type, device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  });
+  m.def("seed", [generator](const std::string& device_type, int device) {
+    at::Generator gen = generator(device_type, device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return gen.seed();
+  });
+  m.def("initial_seed", [generator](const std::string& device_type, int device) {
+    at::Generator gen = generator(device_type, device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return gen.current_seed();
+  });
+  m.def("get_rng_state", [generator](const std::string& device_type, int device) {
+    at::Generator gen = generator(device_type, device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    const at::Tensor state = gen.get_state();
+    return py::bytes(static_cast<const char*>(state.const_data_ptr()), state.nbytes());
+  });
+  m.def("set_rng_state", [generator](const std::string& device_type, int device, const std::string& state) {
+    at::Generator gen = generator(device_type, device);
+    at::Tensor tensor = at::empty({static_cast<int64_t>(state.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(tensor.mutable_data_ptr(), state.data(), state.size());
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(tensor);
+  });
+
+  m.def("is_pinned", [](const std::string& device_type, uintptr_t pointer) {
+    return is_pinned_host_pointer(parse_device_type(device_type), reinterpret_cast<const void*>(pointer));
+  });
+}

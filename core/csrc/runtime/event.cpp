@@ -1,0 +1,85 @@
+#include "runtime/event.h"
+
+#include "runtime/errors.h"
+#include "runtime/stream.h"
+
+namespace torchplug::runtime {
+
+void Event::Mark::complete() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    time = std::chrono::steady_clock::now();
+    done = true;
+  }
+  done_cv.notify_all();
+}
+
+void Event::Mark::wait() {
+  std::unique_lock<std::mutex> lock(mutex);
+  done_cv.wait(lock, [&] { return done; });
+}
+
+std::shared_ptr<Event::Mark> Event::current() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return mark_;
+}
+
+void Event::record(Stream& stream) {
+  auto mark = std::make_shared<Mark>();
+  if (stream.query()) {
+    mark->complete();  // nothing pending: the stream is at this point now
+  } else {
+    stream.enqueue([mark] { mark->complete(); });
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  mark_ = std::move(mark);
+  device_ = stream.device();
+}
+
+bool Event::recorded() const { return current() != nullptr; }
+
+int Event::device() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return device_;
+}
+
+bool Event::query() const {
+  auto mark = current();
+  if (!mark) {
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(mark->mutex);
+  return mark->done;
+}
+
+void Event::synchronize() const {
+  if (auto mark = current()) {
+    mark->wait();
+  }
+}
+
+void Event::block(Stream& stream) const {
+  auto mark = current();
+  if (!mark || query()) {
+    return;
+  }
+  stream.enqueue([mark] { mark->wait(); });
+}
+
+double Event::elapsed_ms(const Event& end) const {
+  if (!enable_timing_ || !end.enable_timing_) {
+    throw RuntimeError(
+        "Events were not created with timing enabled; create both with "
+        "enable_timing=True to measure elapsed time.");
+  }
+  auto start_mark = current();
+  auto end_mark = end.current();
+  if (!start_mark || !end_mark) {
+    throw RuntimeError("Both events must be recorded before measuring elapsed time.");
+  }
+  start_mark->wait();
+  end_mark->wait();
+  return std::chrono::duration<double, std::milli>(end_mark->time - start_mark->time).count();
+}
+
+}  // namespace torchplug::runtime

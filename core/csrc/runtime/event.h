@@ -1,0 +1,47 @@
+#pragma once
+// Events mark a point in a stream's work: they complete when the stream gets
+// there, carry the time it did, and let another stream or the host wait.
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+namespace torchplug::runtime {
+
+class Stream;
+
+class Event {
+ public:
+  explicit Event(bool enable_timing = false) : enable_timing_(enable_timing) {}
+
+  // Captures all work queued on `stream` so far; recording again replaces the mark.
+  void record(Stream& stream);
+  bool recorded() const;
+  // True when the captured work has finished (or the event was never recorded).
+  bool query() const;
+  void synchronize() const;
+  // Makes work queued later on `stream` wait for this event.
+  void block(Stream& stream) const;
+  // Milliseconds from this event to `end`; both must be recorded with timing.
+  double elapsed_ms(const Event& end) const;
+  bool timing_enabled() const { return enable_timing_; }
+  int device() const;
+
+ private:
+  struct Mark {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    std::chrono::steady_clock::time_point time;
+    void complete();
+    void wait();
+  };
+  std::shared_ptr<Mark> current() const;
+
+  const bool enable_timing_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<Mark> mark_;
+  int device_ = -1;
+};
+
+}  // namespace torchplug::runtime

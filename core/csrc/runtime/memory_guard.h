@@ -1,0 +1,34 @@
+#pragma once
+// Strict mode: device memory is kept inaccessible (PROT_NONE pages) except
+// while a kernel or a copy that was given it is running, so host code that
+// reads a device tensor's storage directly faults at the offending access.
+#include <cstddef>
+#include <initializer_list>
+#include <vector>
+
+namespace torchplug::runtime {
+
+bool strict_mode();
+void set_strict_mode(bool enabled);
+
+// Page-granular device memory for strict mode: mapped inaccessible.
+void* map_protected(size_t bytes);
+// Returns false when `base` was not mapped by map_protected.
+bool unmap_protected(void* base);
+
+// Grants access to the protected allocations containing the given pointers
+// for the lifetime of the object; a no-op for unprotected memory.
+class KernelAccess {
+ public:
+  KernelAccess(std::initializer_list<const void*> pointers);
+  explicit KernelAccess(const std::vector<const void*>& pointers);
+  ~KernelAccess();
+  KernelAccess(const KernelAccess&) = delete;
+  KernelAccess& operator=(const KernelAccess&) = delete;
+
+ private:
+  void open(const void* pointer);
+  std::vector<void*> opened_;
+};
+
+}  // namespace torchplug::runtime

@@ -1,0 +1,333 @@
+#include "runtime/platform.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+
+#include "runtime/errors.h"
+#include "runtime/memory_guard.h"
+
+namespace torchplug::runtime {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+thread_local std::unordered_map<const Platform*, int> current_devices;
+
+std::string format_bytes(size_t bytes) {
+  std::ostringstream out;
+  out.precision(2);
+  out << std::fixed;
+  if (bytes >= (size_t{1} << 30)) {
+    out << static_cast<double>(bytes) / (1 << 30) << " GiB";
+  } else if (bytes >= (size_t{1} << 20)) {
+    out << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  } else {
+    out << bytes << " bytes";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+struct Platform::Device {
+  mutable std::mutex mutex;
+  DeviceMemoryStats stats;
+  int failures_to_inject = 0;
+  std::mutex streams_mutex;
+  std::vector<std::unique_ptr<Stream>> streams;  // [0] is the default stream
+  unsigned next_pool_stream = 0;
+};
+
+Platform& Platform::get(const std::string& name) {
+  static std::mutex registry_mutex;
+  // Leaked on purpose: stream workers and allocations may outlive static destruction.
+  static auto* registry = new std::map<std::string, Platform*>();
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry->find(name);
+  if (it == registry->end()) {
+    it = registry->emplace(name, new Platform(name)).first;
+  }
+  return *it->second;
+}
+
+Platform::Platform(std::string name) : name_(std::move(name)) {
+  for (int i = 0; i < kMaxDevices; ++i) {
+    devices_.push_back(std::make_unique<Device>());
+  }
+}
+
+void Platform::configure(int device_count, size_t capacity_bytes) {
+  if (initialized_.load()) {
+    if (device_count == device_count_ && capacity_bytes == capacity_) {
+      return;
+    }
+    throw RuntimeError("The '" + name_ +
+                       "' devices are already in use; configure the device count and memory "
+                       "before the first tensor or stream is created (e.g. with the environment "
+                       "variables read at start-up).");
+  }
+  if (device_count < 1 || device_count > kMaxDevices) {
+    throw RuntimeError("Device count must be between 1 and " + std::to_string(kMaxDevices) +
+                       ", got " + std::to_string(device_count) + ".");
+  }
+  if (capacity_bytes == 0) {
+    throw RuntimeError("Device memory capacity must be positive.");
+  }
+  device_count_ = device_count;
+  capacity_ = capacity_bytes;
+}
+
+void Platform::mark_initialized() {
+  if (!initialized_.load(std::memory_order_relaxed)) {
+    initialized_.store(true);
+  }
+}
+
+size_t Platform::capacity(int device_index) const {
+  check_device(device_index);
+  return capacity_;
+}
+
+void Platform::check_device(int device_index) const {
+  if (device_index < 0 || device_index >= device_count_) {
+    throw RuntimeError("Invalid device index " + std::to_string(device_index) + " for '" + name_ +
+                       "': there " + (device_count_ == 1 ? "is 1 device" : "are " + std::to_string(device_count_) + " devices") +
+                       " (valid indices 0.." + std::to_string(device_count_ - 1) + ").");
+  }
+}
+
+Platform::Device& Platform::device(int index) {
+  check_device(index);
+  return *devices_[index];
+}
+
+const Platform::Device& Platform::device(int index) const {
+  check_device(index);
+  return *devices_[index];
+}
+
+int Platform::current_device() const {
+  auto it = current_devices.find(this);
+  return it == current_devices.end() ? 0 : it->second;
+}
+
+void Platform::set_current_device(int device_index) {
+  check_device(device_index);
+  current_devices[this] = device_index;
+}
+
+void* Platform::malloc(int device_index, size_t bytes) {
+  Device& dev = device(device_index);
+  mark_initialized();
+  {
+    std::lock_guard<std::mutex> lock(dev.mutex);
+    const size_t used = static_cast<size_t>(dev.stats.used_bytes);
+    const bool injected = dev.failures_to_inject > 0;
+    if (injected || used + bytes > capacity_) {
+      if (injected) {
+        --dev.failures_to_inject;
+      }
+      ++dev.stats.failed_allocations;
+      const size_t free_bytes = capacity_ > used ? capacity_ - used : 0;
+      std::string message = "Tried to allocate " + format_bytes(bytes) + " on " + name_ + ":" +
+                            std::to_string(device_index) + " but only " + format_bytes(free_bytes) +
+                            " of " + format_bytes(capacity_) + " is free";
+      message += injected ? " (failure injected for testing)." : ".";
+      throw OutOfMemoryError(message, device_index, bytes, free_bytes, capacity_);
+    }
+    dev.stats.used_bytes += static_cast<int64_t>(bytes);
+    dev.stats.peak_used_bytes = std::max(dev.stats.peak_used_bytes, dev.stats.used_bytes);
+    ++dev.stats.allocation_count;
+  }
+  void* pointer = nullptr;
+  if (strict_mode()) {
+    pointer = map_protected(bytes);
+  } else if (posix_memalign(&pointer, kAlignment, bytes == 0 ? kAlignment : bytes) != 0) {
+    pointer = nullptr;
+  }
+  if (pointer == nullptr) {
+    std::lock_guard<std::mutex> lock(dev.mutex);
+    dev.stats.used_bytes -= static_cast<int64_t>(bytes);
+    --dev.stats.allocation_count;
+    throw OutOfMemoryError("The host could not back " + format_bytes(bytes) + " of simulated memory for " +
+                               name_ + ":" + std::to_string(device_index) + ".",
+                           device_index, bytes, 0, capacity_);
+  }
+  std::lock_guard<std::mutex> lock(segments_mutex_);
+  segments_.emplace(static_cast<const char*>(pointer), std::make_pair(bytes, device_index));
+  return pointer;
+}
+
+void Platform::free(void* pointer) {
+  if (pointer == nullptr) {
+    return;
+  }
+  size_t bytes = 0;
+  int device_index = 0;
+  {
+    std::lock_guard<std::mutex> lock(segments_mutex_);
+    auto it = segments_.find(static_cast<const char*>(pointer));
+    if (it == segments_.end()) {
+      throw RuntimeError("Freeing a pointer that is not " + name_ + " device memory.");
+    }
+    bytes = it->second.first;
+    device_index = it->second.second;
+    segments_.erase(it);
+  }
+  Device& dev = *devices_[device_index];
+  {
+    std::lock_guard<std::mutex> lock(dev.mutex);
+    dev.stats.used_bytes -= static_cast<int64_t>(bytes);
+    ++dev.stats.free_count;
+  }
+  if (!unmap_protected(pointer)) {
+    std::free(pointer);
+  }
+}
+
+void Platform::adopt(int device_index, size_t bytes) {
+  Device& dev = device(device_index);
+  mark_initialized();
+  std::lock_guard<std::mutex> lock(dev.mutex);
+  const size_t used = static_cast<size_t>(dev.stats.used_bytes);
+  if (used + bytes > capacity_) {
+    ++dev.stats.failed_allocations;
+    const size_t free_bytes = capacity_ > used ? capacity_ - used : 0;
+    throw OutOfMemoryError("Tried to allocate " + format_bytes(bytes) + " on " + name_ + ":" +
+                               std::to_string(device_index) + " but only " + format_bytes(free_bytes) +
+                               " of " + format_bytes(capacity_) + " is free.",
+                           device_index, bytes, free_bytes, capacity_);
+  }
+  dev.stats.used_bytes += static_cast<int64_t>(bytes);
+  dev.stats.peak_used_bytes = std::max(dev.stats.peak_used_bytes, dev.stats.used_bytes);
+  ++dev.stats.allocation_count;
+}
+
+void Platform::release_adopted(int device_index, size_t bytes) {
+  Device& dev = *devices_[device_index];
+  std::lock_guard<std::mutex> lock(dev.mutex);
+  dev.stats.used_bytes -= static_cast<int64_t>(bytes);
+  ++dev.stats.free_count;
+}
+
+int Platform::device_of(const void* pointer) const {
+  std::lock_guard<std::mutex> lock(segments_mutex_);
+  auto it = segments_.upper_bound(static_cast<const char*>(pointer));
+  if (it == segments_.begin()) {
+    return -1;
+  }
+  --it;
+  if (static_cast<const char*>(pointer) < it->first + std::max<size_t>(it->second.first, 1)) {
+    return it->second.second;
+  }
+  return -1;
+}
+
+DeviceMemoryStats Platform::stats(int device_index) const {
+  const Device& dev = device(device_index);
+  std::lock_guard<std::mutex> lock(dev.mutex);
+  return dev.stats;
+}
+
+void Platform::reset_peak(int device_index) {
+  Device& dev = device(device_index);
+  std::lock_guard<std::mutex> lock(dev.mutex);
+  dev.stats.peak_used_bytes = dev.stats.used_bytes;
+}
+
+void Platform::inject_allocation_failures(int device_index, int count) {
+  Device& dev = device(device_index);
+  std::lock_guard<std::mutex> lock(dev.mutex);
+  dev.failures_to_inject = count;
+}
+
+void* Platform::host_malloc(size_t bytes) {
+  void* pointer = nullptr;
+  if (posix_memalign(&pointer, 4096, bytes == 0 ? 1 : bytes) != 0) {
+    throw OutOfMemoryError("Could not allocate " + format_bytes(bytes) + " of pinned host memory.", -1,
+                           bytes, 0, 0);
+  }
+  std::lock_guard<std::mutex> lock(host_mutex_);
+  host_blocks_.emplace(static_cast<const char*>(pointer), bytes == 0 ? 1 : bytes);
+  return pointer;
+}
+
+void Platform::host_free(void* pointer) {
+  {
+    std::lock_guard<std::mutex> lock(host_mutex_);
+    host_blocks_.erase(static_cast<const char*>(pointer));
+  }
+  std::free(pointer);
+}
+
+bool Platform::is_host_pinned(const void* pointer) const {
+  std::lock_guard<std::mutex> lock(host_mutex_);
+  auto it = host_blocks_.upper_bound(static_cast<const char*>(pointer));
+  if (it == host_blocks_.begin()) {
+    return false;
+  }
+  --it;
+  return static_cast<const char*>(pointer) < it->first + it->second;
+}
+
+Stream& Platform::default_stream(int device_index) { return stream(device_index, 0); }
+
+Stream& Platform::stream(int device_index, int64_t id) {
+  Device& dev = device(device_index);
+  mark_initialized();
+  std::lock_guard<std::mutex> lock(dev.streams_mutex);
+  if (dev.streams.empty()) {
+    dev.streams.push_back(std::make_unique<Stream>(device_index, 0, 0));
+  }
+  if (id < 0 || id >= static_cast<int64_t>(dev.streams.size())) {
+    throw RuntimeError("Unknown stream id " + std::to_string(id) + " on " + name_ + ":" +
+                       std::to_string(device_index) + ".");
+  }
+  return *dev.streams[id];
+}
+
+Stream& Platform::pool_stream(int device_index, int priority) {
+  Device& dev = device(device_index);
+  mark_initialized();
+  std::lock_guard<std::mutex> lock(dev.streams_mutex);
+  if (dev.streams.empty()) {
+    dev.streams.push_back(std::make_unique<Stream>(device_index, 0, 0));
+  }
+  if (dev.streams.size() <= kStreamPoolSize) {
+    const auto id = static_cast<int64_t>(dev.streams.size());
+    dev.streams.push_back(std::make_unique<Stream>(device_index, id, priority));
+    return *dev.streams.back();
+  }
+  const unsigned slot = 1 + (dev.next_pool_stream++ % kStreamPoolSize);
+  return *dev.streams[slot];
+}
+
+void Platform::synchronize(int device_index) {
+  Device& dev = device(device_index);
+  std::vector<Stream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(dev.streams_mutex);
+    for (auto& s : dev.streams) {
+      streams.push_back(s.get());
+    }
+  }
+  for (Stream* s : streams) {
+    s->synchronize();
+  }
+}
+
+void Platform::memcpy(void* dst, const void* src, size_t bytes) {
+  KernelAccess access{dst, src};
+  std::memcpy(dst, src, bytes);
+}
+
+void Platform::memcpy_async(void* dst, const void* src, size_t bytes, Stream& stream) {
+  stream.enqueue([dst, src, bytes] {
+    KernelAccess access{dst, src};
+    std::memcpy(dst, src, bytes);
+  });
+}
+
+}  // namespace torchplug::runtime

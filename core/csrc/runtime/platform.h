@@ -1,0 +1,97 @@
+#pragma once
+// A platform is one family of simulated accelerators (one per backend: "foo",
+// "npu", "hpu" each get their own devices, memory and streams). Device memory
+// is host memory with a per-device capacity; it is handed out like a driver's
+// malloc, so the caching lives one layer up, in the torch allocator.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/event.h"
+#include "runtime/stream.h"
+
+namespace torchplug::runtime {
+
+struct DeviceMemoryStats {
+  int64_t used_bytes = 0;         // held from the device right now
+  int64_t peak_used_bytes = 0;    // high-water mark since the last reset
+  int64_t allocation_count = 0;   // device mallocs since start
+  int64_t free_count = 0;         // device frees since start
+  int64_t failed_allocations = 0; // capacity exceeded or injected failure
+};
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
+
+class Platform {
+ public:
+  static constexpr int kMaxDevices = 16;
+  static constexpr int kStreamPoolSize = 32;
+
+  // The platform called `name`, created with the defaults on first use.
+  static Platform& get(const std::string& name);
+
+  const std::string& name() const { return name_; }
+
+  // Sets device count and per-device capacity; only before the first
+  // allocation or stream, since both are fixed for the life of a device.
+  void configure(int device_count, size_t capacity_bytes);
+  int device_count() const { return device_count_; }
+  size_t capacity(int device) const;
+  bool initialized() const { return initialized_.load(); }
+  void check_device(int device) const;
+
+  int current_device() const;
+  void set_current_device(int device);
+
+  // Device memory, like a driver's malloc: throws OutOfMemoryError.
+  void* malloc(int device, size_t bytes);
+  void free(void* pointer);
+  // Counts memory the platform did not map itself (a kernel's output taken
+  // over as device memory) against a device's capacity.
+  void adopt(int device, size_t bytes);
+  void release_adopted(int device, size_t bytes);
+  // The device owning `pointer`, or -1.
+  int device_of(const void* pointer) const;
+  DeviceMemoryStats stats(int device) const;
+  void reset_peak(int device);
+  // Makes the next `count` device allocations on `device` fail as if memory were full.
+  void inject_allocation_failures(int device, int count);
+
+  // Pinned host memory.
+  void* host_malloc(size_t bytes);
+  void host_free(void* pointer);
+  bool is_host_pinned(const void* pointer) const;
+
+  Stream& default_stream(int device);
+  // A stream from the device's pool (round robin, as real drivers do).
+  Stream& pool_stream(int device, int priority = 0);
+  Stream& stream(int device, int64_t id);
+  void synchronize(int device);
+
+  void memcpy(void* dst, const void* src, size_t bytes);
+  void memcpy_async(void* dst, const void* src, size_t bytes, Stream& stream);
+
+ private:
+  explicit Platform(std::string name);
+  struct Device;
+  Device& device(int index);
+  const Device& device(int index) const;
+  void mark_initialized();
+
+  const std::string name_;
+  int device_count_ = 2;
+  size_t capacity_ = size_t{8} << 30;
+  std::atomic<bool> initialized_{false};
+  std::vector<std::unique_ptr<Device>> devices_;
+  mutable std::mutex segments_mutex_;
+  std::map<const char*, std::pair<size_t, int>> segments_;  // base -> (bytes, device)
+  mutable std::mutex host_mutex_;
+  std::map<const char*, size_t> host_blocks_;
+};
+
+}  // namespace torchplug::runtime

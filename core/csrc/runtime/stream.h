@@ -1,0 +1,51 @@
+#pragma once
+// A stream is an in-order queue of work executed by its own worker thread, so
+// work on different streams overlaps while each stream keeps its order.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace torchplug::runtime {
+
+class Stream {
+ public:
+  Stream(int device, int64_t id, int priority);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int device() const { return device_; }
+  int64_t id() const { return id_; }
+  int priority() const { return priority_; }
+
+  // Queues `task`; it runs on this stream's worker after all work queued before.
+  void enqueue(std::function<void()> task);
+  // True when everything queued so far has finished.
+  bool query() const { return completed_.load(std::memory_order_acquire) == submitted_.load(std::memory_order_acquire); }
+  // Blocks until everything queued so far has finished; rethrows the first
+  // error a task raised since the last synchronize.
+  void synchronize();
+
+ private:
+  void run();
+
+  const int device_;
+  const int64_t id_;
+  const int priority_;
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable work_done_;
+  std::deque<std::function<void()>> queue_;
+  std::atomic<uint64_t> submitted_{0};
+  std::atomic<uint64_t> completed_{0};
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread worker_;  // started on first enqueue
+};
+
+}  // namespace torchplug::runtime

@@ -1,0 +1,70 @@
+"""What a plugin declares about its backend; the core does the rest."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+DISPATCH_KEYS = ("privateuse1", "hpu")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A device backend built on torchplug.
+
+    Args:
+        name: the device name users type (``"foo"`` in ``torch.ones(2, device="foo")``).
+        dispatch_key: ``"privateuse1"`` (renamed to ``name``) or ``"hpu"`` (the in-tree key).
+        distribution: the distribution that ships the backend, for diagnostics.
+        setup: optional callable run after the core registered the device, for
+            the plugin's own extras (custom ops, module attributes). It receives
+            the device module ``torch.<name>``.
+    """
+
+    name: str
+    dispatch_key: str = "privateuse1"
+    distribution: str | None = None
+    setup: Callable[[Any], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or self.name != self.name.lower():
+            raise ValueError(f"Backend name {self.name!r} must be a lower-case Python identifier.")
+        if self.dispatch_key not in DISPATCH_KEYS:
+            raise ValueError(
+                f"dispatch_key {self.dispatch_key!r} is not supported; use one of {DISPATCH_KEYS}."
+            )
+        if self.dispatch_key == "hpu" and self.name != "hpu":
+            raise ValueError("A backend on the in-tree HPU key must be named 'hpu'.")
+
+    def autoload(self) -> BackendStatus:
+        """Entry point body: activate this backend, never breaking ``import torch``.
+
+        Idempotent and re-entrant: the ``torch.backends`` entry point, an explicit
+        ``import`` of the plugin, threads and child processes all end in one
+        registration.
+        """
+        from torchplug import loader
+
+        return loader.activate(self)
+
+
+class BackendState(str, enum.Enum):
+    ACTIVE = "active"
+    DISABLED = "disabled"
+    LOST_PRIVATEUSE1 = "inactive"
+    FAILED = "failed"
+
+
+@dataclass
+class BackendStatus:
+    backend: Backend
+    state: BackendState
+    reason: str = ""
+    load_ms: float = 0.0
+    error: BaseException | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state is BackendState.ACTIVE

@@ -1,0 +1,326 @@
+"""Builds ``torch.<name>``, the device module torch and users call into.
+
+The module mirrors the shape of ``torch.cuda`` (device selection, streams,
+events, memory, RNG, fork safety) for any torchplug backend. While a backend
+is not active its functions raise the recorded load error, and
+``is_available()`` answers False, so a broken plugin fails where it is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from torchplug.backend import Backend, BackendState, BackendStatus
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    name: str
+    total_memory: int
+    multi_processor_count: int
+    major: int
+    minor: int
+    is_simulated: bool = True
+
+
+class _Forks:
+    """Tracks which platforms were initialised before a fork."""
+
+    initialised: set[str] = set()  # noqa: RUF012 - shared by design
+    bad_fork: set[str] = set()  # noqa: RUF012
+
+    @classmethod
+    def after_fork_in_child(cls) -> None:
+        cls.bad_fork |= cls.initialised
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Forks.after_fork_in_child)
+
+
+def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
+    """A fresh device module for ``backend``, bound to its activation ``status``."""
+    import torch
+
+    name = backend.name
+    key = backend.dispatch_key
+    module = types.ModuleType(f"torch.{name}", f"The '{name}' device (a torchplug simulated accelerator).")
+
+    def native() -> Any:
+        if status.state is not BackendState.ACTIVE:
+            from torchplug.loader import BackendLoadError
+
+            raise BackendLoadError(
+                f"The '{name}' backend is not active: {status.reason}. Run `torchplug doctor` for details."
+            ) from status.error
+        from torchplug import _C
+
+        return _C
+
+    def is_available() -> bool:
+        return status.state is BackendState.ACTIVE and device_count() > 0
+
+    def device_count() -> int:
+        if status.state is not BackendState.ACTIVE:
+            return 0
+        return native().device_count(name)
+
+    def _lazy_init() -> None:
+        if name in _Forks.initialised and name not in _Forks.bad_fork:
+            return
+        native()
+        if name in _Forks.bad_fork:
+            raise RuntimeError(
+                f"Cannot re-initialize {name} in forked subprocess. To use {name} with "
+                "multiprocessing, use the 'spawn' start method "
+                "(multiprocessing.set_start_method('spawn'))."
+            )
+        _Forks.initialised.add(name)
+
+    def init() -> None:
+        _lazy_init()
+
+    def is_initialized() -> bool:
+        return name in _Forks.initialised and name not in _Forks.bad_fork
+
+    def _is_in_bad_fork() -> bool:
+        return name in _Forks.bad_fork
+
+    def _index(device: Any = None, optional: bool = True) -> int:
+        if device is None:
+            return current_device()
+        if isinstance(device, int):
+            index = device
+        else:
+            parsed = torch.device(device)
+            if parsed.type != name:
+                raise ValueError(f"Expected a {name} device, got {parsed}.")
+            index = current_device() if parsed.index is None else parsed.index
+        count = device_count()
+        if not 0 <= index < count:
+            raise RuntimeError(
+                f"Invalid device index {index} for '{name}': there are {count} devices "
+                f"(valid indices 0..{count - 1})."
+            )
+        return index
+
+    def current_device() -> int:
+        return native().current_device(name)
+
+    def set_device(device: Any) -> None:
+        index = _index(device)
+        native().set_device(name, index)
+
+    class device:  # noqa: N801 - torch.cuda.device's spelling
+        """Context manager that makes ``device`` current for the block."""
+
+        def __init__(self, device: Any) -> None:
+            self.index = -1 if device is None else _index(device)
+            self.previous = -1
+
+        def __enter__(self) -> None:
+            if self.index >= 0:
+                self.previous = current_device()
+                set_device(self.index)
+
+        def __exit__(self, *exc: object) -> None:
+            if self.previous >= 0:
+                set_device(self.previous)
+
+    def device_of(obj: torch.Tensor) -> device:
+        return device(obj.get_device() if obj.device.type == name else None)
+
+    def synchronize(device: Any = None) -> None:
+        native().synchronize(name, _index(device))
+
+    def get_device_properties(device: Any = None) -> DeviceProperties:
+        index = _index(device)
+        return DeviceProperties(
+            name=get_device_name(index),
+            total_memory=native().capacity(name, index),
+            multi_processor_count=os.cpu_count() or 1,
+            major=1,
+            minor=0,
+        )
+
+    def get_device_name(device: Any = None) -> str:
+        return f"torchplug simulated {name} {_index(device)}"
+
+    def get_device_capability(device: Any = None) -> tuple[int, int]:
+        _index(device)
+        return (1, 0)
+
+    # Streams and events: torch.Stream / torch.Event work through the core's device guard.
+    def current_stream(device: Any = None) -> torch.Stream:
+        index = _index(device)
+        return torch.Stream(
+            stream_id=native().current_stream_id(key, index),
+            device_index=index,
+            device_type=native().device_type_id(key),
+        )
+
+    def default_stream(device: Any = None) -> torch.Stream:
+        index = _index(device)
+        return torch.Stream(stream_id=0, device_index=index, device_type=native().device_type_id(key))
+
+    def set_stream(stream: torch.Stream) -> None:
+        native().set_current_stream(key, stream.device_index, stream.stream_id)
+
+    @contextlib.contextmanager
+    def stream(stream: torch.Stream | None) -> Iterator[None]:
+        if stream is None:
+            yield
+            return
+        previous = current_stream(stream.device_index)
+        set_stream(stream)
+        try:
+            yield
+        finally:
+            set_stream(previous)
+
+    def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802
+        return torch.Stream(device=torch.device(name, _index(device)), priority=priority)
+
+    def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+        return torch.Event(device=torch.device(name, current_device()), enable_timing=enable_timing)
+
+    def _sleep(milliseconds: float) -> None:
+        """Queues a simulated kernel of the given duration on the current stream."""
+        index = current_device()
+        native().sleep_on_stream(name, index, native().current_stream_id(key, index), float(milliseconds))
+
+    # Memory.
+    def memory_stats(device: Any = None) -> dict[str, int]:
+        return dict(sorted(native().memory_stats(key, _index(device)).items()))
+
+    def memory_allocated(device: Any = None) -> int:
+        return memory_stats(device)["allocated_bytes.all.current"]
+
+    def max_memory_allocated(device: Any = None) -> int:
+        return memory_stats(device)["allocated_bytes.all.peak"]
+
+    def memory_reserved(device: Any = None) -> int:
+        return memory_stats(device)["reserved_bytes.all.current"]
+
+    def max_memory_reserved(device: Any = None) -> int:
+        return memory_stats(device)["reserved_bytes.all.peak"]
+
+    def reset_peak_memory_stats(device: Any = None) -> None:
+        native().reset_peak_memory_stats(key, _index(device))
+
+    def reset_accumulated_memory_stats(device: Any = None) -> None:
+        native().reset_accumulated_memory_stats(key, _index(device))
+
+    def empty_cache() -> None:
+        native().empty_cache(key)
+
+    def mem_get_info(device: Any = None) -> tuple[int, int]:
+        return tuple(native().mem_get_info(key, _index(device)))
+
+    def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+        stats = memory_stats(device)
+        rows = [f"torchplug memory summary, {name}:{_index(device)}"]
+        for metric in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
+            current = stats[f"{metric}.all.current"]
+            peak = stats[f"{metric}.all.peak"]
+            rows.append(f"  {metric:<16} current {current / 2**20:10.2f} MiB   peak {peak / 2**20:10.2f} MiB")
+        rows.append(f"  allocations      {stats['allocation.all.current']} live, {stats['allocation.all.allocated']} total")
+        rows.append(f"  OOMs {stats['num_ooms']}, allocation retries {stats['num_alloc_retries']}")
+        return "\n".join(rows)
+
+    # Random number generation: per-device default generators in the core.
+    def manual_seed(seed: int) -> None:
+        native().manual_seed(key, current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+    def manual_seed_all(seed: int) -> None:
+        for index in range(device_count()):
+            native().manual_seed(key, index, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+    def seed() -> None:
+        native().seed(key, current_device())
+
+    def seed_all() -> None:
+        first = native().seed(key, 0)
+        for index in range(1, device_count()):
+            native().manual_seed(key, index, first)
+
+    def initial_seed() -> int:
+        return native().initial_seed(key, current_device())
+
+    def get_rng_state(device: Any = None) -> torch.Tensor:
+        state = native().get_rng_state(key, _index(device))
+        return torch.frombuffer(bytearray(state), dtype=torch.uint8)
+
+    def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
+        data = new_state.detach().cpu().contiguous().to(torch.uint8).numpy().tobytes()
+        native().set_rng_state(key, _index(device), data)
+
+    def get_rng_state_all() -> list[torch.Tensor]:
+        return [get_rng_state(index) for index in range(device_count())]
+
+    def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+        for index, state in enumerate(new_states):
+            set_rng_state(state, index)
+
+    # Autocast.
+    def get_amp_supported_dtype() -> list[torch.dtype]:
+        return [torch.float16, torch.bfloat16]
+
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        return True
+
+    exported = {
+        "is_available": is_available,
+        "device_count": device_count,
+        "_lazy_init": _lazy_init,
+        "init": init,
+        "is_initialized": is_initialized,
+        "_is_in_bad_fork": _is_in_bad_fork,
+        "current_device": current_device,
+        "set_device": set_device,
+        "device": device,
+        "device_of": device_of,
+        "synchronize": synchronize,
+        "get_device_properties": get_device_properties,
+        "get_device_name": get_device_name,
+        "get_device_capability": get_device_capability,
+        "current_stream": current_stream,
+        "default_stream": default_stream,
+        "set_stream": set_stream,
+        "stream": stream,
+        "Stream": Stream,
+        "Event": Event,
+        "_sleep": _sleep,
+        "memory_stats": memory_stats,
+        "memory_allocated": memory_allocated,
+        "max_memory_allocated": max_memory_allocated,
+        "memory_reserved": memory_reserved,
+        "max_memory_reserved": max_memory_reserved,
+        "reset_peak_memory_stats": reset_peak_memory_stats,
+        "reset_accumulated_memory_stats": reset_accumulated_memory_stats,
+        "empty_cache": empty_cache,
+        "mem_get_info": mem_get_info,
+        "memory_summary": memory_summary,
+        "manual_seed": manual_seed,
+        "manual_seed_all": manual_seed_all,
+        "seed": seed,
+        "seed_all": seed_all,
+        "initial_seed": initial_seed,
+        "get_rng_state": get_rng_state,
+        "set_rng_state": set_rng_state,
+        "get_rng_state_all": get_rng_state_all,
+        "set_rng_state_all": set_rng_state_all,
+        "get_amp_supported_dtype": get_amp_supported_dtype,
+        "is_bf16_supported": is_bf16_supported,
+    }
+    for attribute, value in exported.items():
+        if callable(value) and not isinstance(value, type):
+            value.__qualname__ = attribute
+            value.__module__ = module.__name__
+        setattr(module, attribute, value)
+    module.__all__ = [attribute for attribute in exported if not attribute.startswith("_")]
+    return module

@@ -1,0 +1,136 @@
+"""``torchplug doctor``: what backends are installed, loaded, and why not."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from torchplug import loader, settings
+from torchplug.backend import BackendState
+
+
+@dataclass
+class EntryPointReport:
+    entry_point: str
+    target: str
+    distribution: str | None
+    version: str | None
+    torchplug: bool
+    device: str | None = None
+    status: str = "unknown"
+    reason: str = ""
+    load_ms: float | None = None
+    device_count: int | None = None
+
+
+@dataclass
+class Report:
+    torch_version: str
+    torchplug_version: str
+    settings: dict[str, Any]
+    privateuse1_owner: str | None
+    current_accelerator: str | None
+    backends: list[EntryPointReport] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "torch_version": self.torch_version,
+            "torchplug_version": self.torchplug_version,
+            "settings": self.settings,
+            "privateuse1_owner": self.privateuse1_owner,
+            "current_accelerator": self.current_accelerator,
+            "backends": [vars(backend) for backend in self.backends],
+        }
+
+
+def collect() -> Report:
+    import torch
+
+    import torchplug
+
+    config = settings.current()
+    statuses = loader.statuses()
+    by_distribution = {
+        status.backend.distribution: status for status in statuses.values() if status.backend.distribution
+    }
+    owner = torch._C._get_privateuse1_backend_name()
+    accelerator = torch.accelerator.current_accelerator()
+    report = Report(
+        torch_version=torch.__version__,
+        torchplug_version=torchplug.__version__,
+        settings=config.as_dict(),
+        privateuse1_owner=None if owner == "privateuseone" else owner,
+        current_accelerator=None if accelerator is None else accelerator.type,
+    )
+    for ep in sorted(metadata.entry_points(group="torch.backends"), key=lambda e: e.name):
+        dist = ep.dist
+        dist_name = dist.metadata["Name"] if dist is not None else None
+        status = by_distribution.get(dist_name) if dist_name else None
+        entry = EntryPointReport(
+            entry_point=ep.name,
+            target=ep.value,
+            distribution=dist_name,
+            version=dist.version if dist is not None else None,
+            torchplug=status is not None or _requires_torchplug(dist),
+        )
+        if status is not None:
+            entry.device = status.backend.name
+            entry.status = status.state.value
+            entry.reason = status.reason
+            entry.load_ms = round(status.load_ms, 2)
+            if status.state is BackendState.ACTIVE:
+                entry.device_count = getattr(torch, status.backend.name).device_count()
+        elif not config.autoload:
+            entry.status = "not loaded"
+            entry.reason = f"{settings.AUTOLOAD}=0 turns autoloading off"
+        elif entry.torchplug:
+            entry.status = "not loaded"
+            entry.reason = "its entry point did not reach torchplug (see the log of `import torch`)"
+        else:
+            entry.status = "loaded"
+            entry.reason = "not built on torchplug; torch ran its entry point"
+        report.backends.append(entry)
+    return report
+
+
+def _requires_torchplug(dist: metadata.Distribution | None) -> bool:
+    if dist is None:
+        return False
+    return any(req.split(";")[0].strip().startswith("torchplug") for req in dist.requires or [])
+
+
+def render(report: Report) -> str:
+    rows = [("ENTRY POINT", "DISTRIBUTION", "DEVICE", "STATUS", "LOAD ms", "DEVICES")]
+    for b in report.backends:
+        rows.append(
+            (
+                b.entry_point,
+                f"{b.distribution or '?'} {b.version or ''}".strip(),
+                b.device or "-",
+                b.status,
+                "-" if b.load_ms is None else f"{b.load_ms:.1f}",
+                "-" if b.device_count is None else str(b.device_count),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        f"torch {report.torch_version}, torchplug {report.torchplug_version}",
+        f"current accelerator: {report.current_accelerator or 'none'}; "
+        f"PrivateUse1 owner: {report.privateuse1_owner or 'unclaimed'}",
+        "",
+    ]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    notes = [f"  {b.entry_point}: {b.reason}" for b in report.backends if b.reason]
+    if not report.backends:
+        lines.append("(no torch.backends entry points are installed)")
+    if notes:
+        lines += ["", "why:"] + notes
+    lines += ["", "settings:"] + [f"  {k}={v}" for k, v in report.settings.items()]
+    return "\n".join(lines)
+
+
+def run(as_json: bool) -> str:
+    report = collect()
+    return json.dumps(report.as_dict(), indent=2) if as_json else render(report)

@@ -1,0 +1,9 @@
+"""The ``foo`` device: a simulated accelerator on PrivateUse1, built on torchplug."""
+
+from torchplug import Backend
+
+backend = Backend(name="foo", dispatch_key="privateuse1", distribution="torch_foo")
+
+# The torch.backends entry point. Importing torch_foo explicitly does the same.
+_autoload = backend.autoload
+_autoload()
