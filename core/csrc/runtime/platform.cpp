@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
-#include <unordered_map>
+#include <array>
 
 #include "runtime/errors.h"
 #include "runtime/memory_guard.h"
@@ -13,7 +13,7 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
-thread_local std::unordered_map<const Platform*, int> current_devices;
+thread_local std::array<int, Platform::kMaxPlatforms> current_devices{};
 
 std::string format_bytes(size_t bytes) {
   std::ostringstream out;
@@ -47,12 +47,16 @@ Platform& Platform::get(const std::string& name) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   auto it = registry->find(name);
   if (it == registry->end()) {
-    it = registry->emplace(name, new Platform(name)).first;
+    const auto id = static_cast<int>(registry->size());
+    if (id >= kMaxPlatforms) {
+      throw RuntimeError("Too many simulated platforms (at most " + std::to_string(kMaxPlatforms) + ").");
+    }
+    it = registry->emplace(name, new Platform(name, id)).first;
   }
   return *it->second;
 }
 
-Platform::Platform(std::string name) : name_(std::move(name)) {
+Platform::Platform(std::string name, int id) : name_(std::move(name)), id_(id) {
   for (int i = 0; i < kMaxDevices; ++i) {
     devices_.push_back(std::make_unique<Device>());
   }
@@ -108,14 +112,11 @@ const Platform::Device& Platform::device(int index) const {
   return *devices_[index];
 }
 
-int Platform::current_device() const {
-  auto it = current_devices.find(this);
-  return it == current_devices.end() ? 0 : it->second;
-}
+int Platform::current_device() const { return current_devices[id_]; }
 
 void Platform::set_current_device(int device_index) {
   check_device(device_index);
-  current_devices[this] = device_index;
+  current_devices[id_] = device_index;
 }
 
 void* Platform::malloc(int device_index, size_t bytes) {

@@ -30,6 +30,7 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
 class Platform {
  public:
   static constexpr int kMaxDevices = 16;
+  static constexpr int kMaxPlatforms = 8;
   static constexpr int kStreamPoolSize = 32;
 
   // The platform called `name`, created with the defaults on first use.
@@ -77,13 +78,14 @@ class Platform {
   void memcpy_async(void* dst, const void* src, size_t bytes, Stream& stream);
 
  private:
-  explicit Platform(std::string name);
+  Platform(std::string name, int id);
   struct Device;
   Device& device(int index);
   const Device& device(int index) const;
   void mark_initialized();
 
   const std::string name_;
+  const int id_;  // slot in the per-thread current-device table
   int device_count_ = 2;
   size_t capacity_ = size_t{8} << 30;
   std::atomic<bool> initialized_{false};

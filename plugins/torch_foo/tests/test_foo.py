@@ -1,0 +1,81 @@
+"""The tutorial backend, end to end, through `import torch` alone."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_readme_snippet_in_fresh_interpreter() -> None:
+    result = run_python(
+        """
+        import sys
+        import torch
+        assert "torch_foo" in sys.modules  # loaded by torch, not by us
+        print(torch.foo.is_available())
+        print(repr(torch.tensor([1, 2, 3], device="foo")))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["True", "tensor([1, 2, 3], device='foo:0')"]
+
+
+def test_autoload_switch_off_then_explicit_import() -> None:
+    result = run_python(
+        """
+        import sys
+        import torch
+        assert not hasattr(torch, "foo") and "torch_foo" not in sys.modules
+        import torch_foo
+        print(torch.ones(2, device="foo").sum().item())
+        """,
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "2.0"
+
+
+def _train(device: str, steps: int = 5) -> list[float]:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)
+    )
+    inputs = torch.randn(64, 16)
+    targets = torch.randint(0, 4, (64,))
+    model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(inputs.to(device)), targets.to(device))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_mlp_training_matches_cpu() -> None:
+    cpu = _train("cpu")
+    foo = _train("foo")
+    assert cpu[-1] < cpu[0]  # it really trains
+    torch.testing.assert_close(foo, cpu, rtol=1e-5, atol=1e-6)
+
+
+def test_module_and_tensor_methods_generated() -> None:
+    x = torch.ones(3).foo()
+    assert x.is_foo and x.device == torch.device("foo", 0)
+    model = torch.nn.Linear(2, 2).foo()
+    assert next(model.parameters()).is_foo
