@@ -65,7 +65,8 @@ runtime::Stream& runtime_stream(c10::Stream stream) {
 void wait_for_current_stream(c10::Device device) {
   const auto type_slot = static_cast<size_t>(device.type());
   runtime::Stream*& stream = current_streams[type_slot][device.index()];
-  if (stream == nullptr) {
+  if (stream == nullptr || platforms[type_slot]->in_bad_fork()) {
+    translate_runtime_errors([&] { platforms[type_slot]->check_usable(); });
     stream = &platforms[type_slot]->default_stream(device.index());
   }
   if (!stream->query()) {

@@ -189,6 +189,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   Block* take_block(c10::DeviceIndex device, size_t nbytes) {
     const size_t size = rounded_size(nbytes);
+    translate_runtime_errors([&] { platform().check_usable(); });
     const c10::StreamId stream = current_stream(c10::Device(type_, device)).id();
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceState& dev = state(device);

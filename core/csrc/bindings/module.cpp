@@ -125,6 +125,7 @@ PYBIND11_MODULE(_C, m) {
     return with_torch_errors([&] { return runtime::Platform::get(platform).capacity(device); });
   });
   m.def("is_initialized", [](const std::string& platform) { return runtime::Platform::get(platform).initialized(); });
+  m.def("in_bad_fork", [](const std::string& platform) { return runtime::Platform::get(platform).in_bad_fork(); });
   m.def("current_device", [](const std::string& platform) { return runtime::Platform::get(platform).current_device(); });
   m.def("set_device", [](const std::string& platform, int device) {
     with_torch_errors([&] { runtime::Platform::get(platform).set_current_device(device); });

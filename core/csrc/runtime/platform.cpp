@@ -1,5 +1,7 @@
 #include "runtime/platform.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -40,10 +42,34 @@ struct Platform::Device {
   unsigned next_pool_stream = 0;
 };
 
+namespace {
+std::mutex registry_mutex;
+// Leaked on purpose: stream workers and allocations may outlive static destruction.
+auto* registry = new std::map<std::string, Platform*>();
+}  // namespace
+
+void Platform::mark_bad_forks() {
+  for (auto& [name, platform] : *registry) {
+    if (platform->initialized_.load()) {
+      platform->in_bad_fork_.store(true);
+    }
+  }
+}
+
+void Platform::check_usable() const {
+  if (in_bad_fork_.load(std::memory_order_relaxed)) {
+    throw RuntimeError("Cannot re-initialize " + name_ +
+                       " in forked subprocess. To use " + name_ +
+                       " with multiprocessing, use the 'spawn' start method "
+                       "(multiprocessing.set_start_method('spawn')).");
+  }
+}
+
 Platform& Platform::get(const std::string& name) {
-  static std::mutex registry_mutex;
-  // Leaked on purpose: stream workers and allocations may outlive static destruction.
-  static auto* registry = new std::map<std::string, Platform*>();
+  static const bool fork_handler_installed = [] {
+    return pthread_atfork(nullptr, nullptr, [] { Platform::mark_bad_forks(); }) == 0;
+  }();
+  (void)fork_handler_installed;
   std::lock_guard<std::mutex> lock(registry_mutex);
   auto it = registry->find(name);
   if (it == registry->end()) {
@@ -84,6 +110,7 @@ void Platform::configure(int device_count, size_t capacity_bytes) {
 }
 
 void Platform::mark_initialized() {
+  check_usable();
   if (!initialized_.load(std::memory_order_relaxed)) {
     initialized_.store(true);
   }

@@ -44,6 +44,11 @@ class Platform {
   int device_count() const { return device_count_; }
   size_t capacity(int device) const;
   bool initialized() const { return initialized_.load(); }
+  // True in a child forked after this platform was initialised: its stream
+  // workers did not survive the fork, so the devices are unusable there.
+  bool in_bad_fork() const { return in_bad_fork_.load(); }
+  // Throws the fork error in such a child.
+  void check_usable() const;
   void check_device(int device) const;
 
   int current_device() const;
@@ -83,12 +88,14 @@ class Platform {
   Device& device(int index);
   const Device& device(int index) const;
   void mark_initialized();
+  static void mark_bad_forks();
 
   const std::string name_;
   const int id_;  // slot in the per-thread current-device table
   int device_count_ = 2;
   size_t capacity_ = size_t{8} << 30;
   std::atomic<bool> initialized_{false};
+  std::atomic<bool> in_bad_fork_{false};
   std::vector<std::unique_ptr<Device>> devices_;
   mutable std::mutex segments_mutex_;
   std::map<const char*, std::pair<size_t, int>> segments_;  // base -> (bytes, device)

@@ -50,7 +50,7 @@ class Backend:
         return loader.activate(self)
 
 
-class BackendState(str, enum.Enum):
+class BackendState(enum.StrEnum):
     ACTIVE = "active"
     DISABLED = "disabled"
     LOST_PRIVATEUSE1 = "inactive"

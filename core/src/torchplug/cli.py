@@ -14,9 +14,13 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchplug", description="Out-of-tree PyTorch device backends.")
+    parser = argparse.ArgumentParser(
+        prog="torchplug", description="Out-of-tree PyTorch device backends."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    doctor = commands.add_parser("doctor", help="installed backends, their status and why any is inactive")
+    doctor = commands.add_parser(
+        "doctor", help="installed backends, their status and why any is inactive"
+    )
     doctor.add_argument("--json", action="store_true", help="machine-readable output (stable keys)")
     doctor.set_defaults(handler=_doctor)
     return parser

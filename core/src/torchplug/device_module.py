@@ -17,6 +17,7 @@ from typing import Any
 
 from torchplug.backend import Backend, BackendState, BackendStatus
 
+
 @dataclass(frozen=True)
 class DeviceProperties:
     name: str
@@ -27,28 +28,15 @@ class DeviceProperties:
     is_simulated: bool = True
 
 
-class _Forks:
-    """Tracks which platforms were initialised before a fork."""
-
-    initialised: set[str] = set()  # noqa: RUF012 - shared by design
-    bad_fork: set[str] = set()  # noqa: RUF012
-
-    @classmethod
-    def after_fork_in_child(cls) -> None:
-        cls.bad_fork |= cls.initialised
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_Forks.after_fork_in_child)
-
-
 def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
     """A fresh device module for ``backend``, bound to its activation ``status``."""
     import torch
 
     name = backend.name
     key = backend.dispatch_key
-    module = types.ModuleType(f"torch.{name}", f"The '{name}' device (a torchplug simulated accelerator).")
+    module = types.ModuleType(
+        f"torch.{name}", f"The '{name}' device (a torchplug simulated accelerator)."
+    )
 
     def native() -> Any:
         if status.state is not BackendState.ACTIVE:
@@ -69,26 +57,27 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
             return 0
         return native().device_count(name)
 
+    def _is_in_bad_fork() -> bool:
+        return status.state is BackendState.ACTIVE and native().in_bad_fork(name)
+
     def _lazy_init() -> None:
-        if name in _Forks.initialised and name not in _Forks.bad_fork:
-            return
-        native()
-        if name in _Forks.bad_fork:
+        if _is_in_bad_fork():
             raise RuntimeError(
                 f"Cannot re-initialize {name} in forked subprocess. To use {name} with "
                 "multiprocessing, use the 'spawn' start method "
                 "(multiprocessing.set_start_method('spawn'))."
             )
-        _Forks.initialised.add(name)
+        native()
 
     def init() -> None:
         _lazy_init()
 
     def is_initialized() -> bool:
-        return name in _Forks.initialised and name not in _Forks.bad_fork
-
-    def _is_in_bad_fork() -> bool:
-        return name in _Forks.bad_fork
+        return (
+            status.state is BackendState.ACTIVE
+            and native().is_initialized(name)
+            and not _is_in_bad_fork()
+        )
 
     def _index(device: Any = None, optional: bool = True) -> int:
         if device is None:
@@ -115,7 +104,7 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         index = _index(device)
         native().set_device(name, index)
 
-    class device:  # noqa: N801 - torch.cuda.device's spelling
+    class device:
         """Context manager that makes ``device`` current for the block."""
 
         def __init__(self, device: Any) -> None:
@@ -165,7 +154,9 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
 
     def default_stream(device: Any = None) -> torch.Stream:
         index = _index(device)
-        return torch.Stream(stream_id=0, device_index=index, device_type=native().device_type_id(key))
+        return torch.Stream(
+            stream_id=0, device_index=index, device_type=native().device_type_id(key)
+        )
 
     def set_stream(stream: torch.Stream) -> None:
         native().set_current_stream(key, stream.device_index, stream.stream_id)
@@ -182,16 +173,20 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         finally:
             set_stream(previous)
 
-    def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802
+    def Stream(device: Any = None, priority: int = 0) -> torch.Stream:
         return torch.Stream(device=torch.device(name, _index(device)), priority=priority)
 
-    def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    def Event(
+        enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> torch.Event:
         return torch.Event(device=torch.device(name, current_device()), enable_timing=enable_timing)
 
     def _sleep(milliseconds: float) -> None:
         """Queues a simulated kernel of the given duration on the current stream."""
         index = current_device()
-        native().sleep_on_stream(name, index, native().current_stream_id(key, index), float(milliseconds))
+        native().sleep_on_stream(
+            name, index, native().current_stream_id(key, index), float(milliseconds)
+        )
 
     # Memory.
     def memory_stats(device: Any = None) -> dict[str, int]:
@@ -227,8 +222,12 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         for metric in ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes"):
             current = stats[f"{metric}.all.current"]
             peak = stats[f"{metric}.all.peak"]
-            rows.append(f"  {metric:<16} current {current / 2**20:10.2f} MiB   peak {peak / 2**20:10.2f} MiB")
-        rows.append(f"  allocations      {stats['allocation.all.current']} live, {stats['allocation.all.allocated']} total")
+            rows.append(
+                f"  {metric:<16} current {current / 2**20:10.2f} MiB   peak {peak / 2**20:10.2f} MiB"
+            )
+        rows.append(
+            f"  allocations      {stats['allocation.all.current']} live, {stats['allocation.all.allocated']} total"
+        )
         rows.append(f"  OOMs {stats['num_ooms']}, allocation retries {stats['num_alloc_retries']}")
         return "\n".join(rows)
 

@@ -53,7 +53,9 @@ def collect() -> Report:
     config = settings.current()
     statuses = loader.statuses()
     by_distribution = {
-        status.backend.distribution: status for status in statuses.values() if status.backend.distribution
+        status.backend.distribution: status
+        for status in statuses.values()
+        if status.backend.distribution
     }
     owner = torch._C._get_privateuse1_backend_name()
     accelerator = torch.accelerator.current_accelerator()
@@ -121,12 +123,15 @@ def render(report: Report) -> str:
         f"PrivateUse1 owner: {report.privateuse1_owner or 'unclaimed'}",
         "",
     ]
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    lines += [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
     notes = [f"  {b.entry_point}: {b.reason}" for b in report.backends if b.reason]
     if not report.backends:
         lines.append("(no torch.backends entry points are installed)")
     if notes:
-        lines += ["", "why:"] + notes
+        lines += ["", "why:", *notes]
     lines += ["", "settings:"] + [f"  {k}={v}" for k, v in report.settings.items()]
     return "\n".join(lines)
 

@@ -105,7 +105,7 @@ def privateuse1_owner(name: str, config: settings.Settings) -> tuple[str, str]:
     import torch
 
     claimed = torch._C._get_privateuse1_backend_name()
-    if claimed not in (_UNCLAIMED_PRIVATEUSE1, name):
+    if claimed not in (_UNCLAIMED_PRIVATEUSE1, name) and claimed not in _statuses:
         return claimed, (
             f"PrivateUse1 is already taken by '{claimed}' (registered before torchplug chose); "
             f"only one PrivateUse1 backend can be active per process. Uninstall or disable "

@@ -28,7 +28,9 @@ def parse_bytes(text: str) -> int:
     """Parses sizes such as ``512MiB``, ``8GiB``, ``8G`` or ``1048576``."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
     if not match:
-        raise ValueError(f"Cannot read {text!r} as a size; write e.g. 512MiB, 8GiB or a byte count.")
+        raise ValueError(
+            f"Cannot read {text!r} as a size; write e.g. 512MiB, 8GiB or a byte count."
+        )
     number, unit = match.groups()
     return int(float(number) * _UNITS[unit])
 

@@ -51,7 +51,11 @@ def test_autoload_switch_off_then_explicit_import() -> None:
 def _train(device: str, steps: int = 5) -> list[float]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)
+        torch.nn.Linear(16, 32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 32),
+        torch.nn.Tanh(),
+        torch.nn.Linear(32, 4),
     )
     inputs = torch.randn(64, 16)
     targets = torch.randint(0, 4, (64,))
@@ -76,6 +80,7 @@ def test_mlp_training_matches_cpu() -> None:
 
 def test_module_and_tensor_methods_generated() -> None:
     x = torch.ones(3).foo()
-    assert x.is_foo and x.device == torch.device("foo", 0)
+    assert x.is_foo
+    assert x.device == torch.device("foo", 0)
     model = torch.nn.Linear(2, 2).foo()
     assert next(model.parameters()).is_foo

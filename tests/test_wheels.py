@@ -1,0 +1,70 @@
+"""The end user's path: built wheels installed with pip-like tooling into a clean venv."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+def run(*command: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=1200, env=env, check=False
+    )
+    assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.fail("uv is required to build the wheels (pip install uv)")
+    out = tmp_path_factory.mktemp("dist")
+    run(uv, "build", "--package", "torchplug", "--wheel", "-o", str(out))
+    run(uv, "build", "--package", "torch_foo", "--wheel", "-o", str(out))
+    return out
+
+
+def test_wheels_have_complete_metadata(wheels: Path) -> None:
+    import zipfile
+
+    for wheel in wheels.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            metadata = archive.read(name).decode()
+        for field in (
+            "Summary:",
+            "License-Expression:",
+            "Requires-Python:",
+            "Project-URL:",
+            "Classifier:",
+        ):
+            assert field in metadata, f"{wheel.name} lacks {field}"
+        if wheel.name.startswith("torchplug-"):
+            assert "Requires-Dist: torch==2.15.0" in metadata
+
+
+def test_clean_venv_install_autoloads(wheels: Path, tmp_path: Path) -> None:
+    uv = shutil.which("uv")
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
+    run(uv, "venv", "--python", sys.executable, str(venv), env=env)
+    python = venv / "bin" / "python"
+    run(uv, "pip", "install", "--python", str(python), *map(str, wheels.glob("*.whl")), env=env)
+    out = run(
+        str(python),
+        "-c",
+        "import torch; print(torch.foo.is_available()); print(repr(torch.ones(2, device='foo') * 3))",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert out.splitlines() == ["True", "tensor([3., 3.], device='foo:0')"]
+    doctor = run(str(venv / "bin" / "torchplug"), "doctor", "--json", cwd=tmp_path, env=env)
+    assert '"status": "active"' in doctor
