@@ -221,7 +221,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     void* pointer = nullptr;
     try {
       pointer = platform().malloc(device, size);
-    } catch (const runtime::OutOfMemoryError&) {
+    } catch (const runtime::OutOfMemoryError& error) {
+      if (error.injected) {
+        ++dev.stats.num_ooms;
+        translate_runtime_errors([&]() -> void { throw; });
+      }
       // Give the cache back to the device and try once more, as CUDA's allocator does.
       ++dev.stats.num_alloc_retries;
       release_cached(device);

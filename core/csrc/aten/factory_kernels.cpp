@@ -111,6 +111,10 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(empty), 0, {0}, {});
 }
 
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  device_allocator(self.device().type()).recordStream(self.storage().data_ptr(), stream);
+}
+
 }  // namespace
 
 void register_factory_kernels(torch::Library& library) {
@@ -124,6 +128,7 @@ void register_factory_kernels(torch::Library& library) {
   library.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
   library.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   library.impl("set_", TORCH_FN(set_empty));
+  library.impl("record_stream", TORCH_FN(record_stream));
 }
 
 }  // namespace torchplug

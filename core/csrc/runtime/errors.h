@@ -15,16 +15,18 @@ class RuntimeError : public std::runtime_error {
 class OutOfMemoryError : public RuntimeError {
  public:
   OutOfMemoryError(const std::string& message, int device, size_t requested, size_t free,
-                   size_t capacity)
+                   size_t capacity, bool injected = false)
       : RuntimeError(message),
         device(device),
         requested(requested),
         free(free),
-        capacity(capacity) {}
+        capacity(capacity),
+        injected(injected) {}
   int device;
   size_t requested;
   size_t free;
   size_t capacity;
+  bool injected;  // made to fail by fault injection, not by a full device
 };
 
 }  // namespace torchplug::runtime

@@ -1,5 +1,6 @@
 #include "runtime/memory_guard.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -38,10 +39,56 @@ void set_protection(char* base, size_t bytes, int protection) {
   }
 }
 
+struct sigaction previous_segv_action;
+
+bool is_device_address(const void* address) {
+  // Runs in a signal handler on a dying thread: read without the lock.
+  const auto& table = mappings();
+  auto it = table.upper_bound(static_cast<char*>(const_cast<void*>(address)));
+  if (it == table.begin()) {
+    return false;
+  }
+  --it;
+  return static_cast<const char*>(address) < it->first + it->second.bytes;
+}
+
+void on_segv(int signal, siginfo_t* info, void* context) {
+  if (is_device_address(info->si_addr)) {
+    static const char message[] =
+        "\ntorchplug strict mode: host code read or wrote simulated device memory outside a kernel "
+        "or copy. Device tensors are not host-accessible: copy them first (tensor.cpu()), or run "
+        "without TORCHPLUG_STRICT_MEMORY=1. Aborting.\n";
+    (void)!write(STDERR_FILENO, message, sizeof(message) - 1);
+  }
+  // Hand the fault on (Python's faulthandler, or the default: terminate).
+  sigaction(SIGSEGV, &previous_segv_action, nullptr);
+  if (previous_segv_action.sa_flags & SA_SIGINFO) {
+    previous_segv_action.sa_sigaction(signal, info, context);
+  } else if (previous_segv_action.sa_handler != SIG_DFL && previous_segv_action.sa_handler != SIG_IGN) {
+    previous_segv_action.sa_handler(signal);
+  }
+}
+
+void install_segv_reporter() {
+  static const bool installed = [] {
+    struct sigaction action {};
+    action.sa_sigaction = &on_segv;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGSEGV, &action, &previous_segv_action) == 0;
+  }();
+  (void)installed;
+}
+
 }  // namespace
 
 bool strict_mode() { return strict_enabled.load(std::memory_order_relaxed); }
-void set_strict_mode(bool enabled) { strict_enabled.store(enabled); }
+void set_strict_mode(bool enabled) {
+  if (enabled) {
+    install_segv_reporter();
+  }
+  strict_enabled.store(enabled);
+}
 
 void* map_protected(size_t bytes) {
   const size_t length = page_round(bytes == 0 ? 1 : bytes);

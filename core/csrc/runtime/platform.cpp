@@ -163,7 +163,7 @@ void* Platform::malloc(int device_index, size_t bytes) {
                             std::to_string(device_index) + " but only " + format_bytes(free_bytes) +
                             " of " + format_bytes(capacity_) + " is free";
       message += injected ? " (failure injected for testing)." : ".";
-      throw OutOfMemoryError(message, device_index, bytes, free_bytes, capacity_);
+      throw OutOfMemoryError(message, device_index, bytes, free_bytes, capacity_, injected);
     }
     dev.stats.used_bytes += static_cast<int64_t>(bytes);
     dev.stats.peak_used_bytes = std::max(dev.stats.peak_used_bytes, dev.stats.used_bytes);

@@ -1,0 +1,138 @@
+"""The aliasing CPU fallback: results equal the CPU's for every kind of operator."""
+
+import pytest
+import torch
+
+
+def test_out_of_place_results(device: str) -> None:
+    a, b = torch.randn(5, 7), torch.randn(5, 7)
+    for fn in (torch.add, torch.mul, torch.atan2, torch.maximum):
+        torch.testing.assert_close(fn(a.to(device), b.to(device)).cpu(), fn(a, b))
+    torch.testing.assert_close(torch.softmax(a.to(device), dim=1).cpu(), torch.softmax(a, dim=1))
+
+
+def test_in_place_returns_same_tensor_and_writes_device_memory(device: str) -> None:
+    x = torch.arange(6.0, device=device)
+    y = x.mul_(2)
+    assert y is x
+    assert x.cpu().tolist() == [0, 2, 4, 6, 8, 10]
+
+
+def test_in_place_on_view_updates_base(device: str) -> None:
+    base = torch.zeros(3, 4, device=device)
+    base[:, 1].fill_(5)
+    base.t()[2].add_(1)
+    expected = torch.zeros(3, 4)
+    expected[:, 1] = 5
+    expected[:, 2] += 1
+    assert torch.equal(base.cpu(), expected)
+
+
+def test_out_argument_including_resize(device: str) -> None:
+    a, b = torch.randn(4, 3, device=device), torch.randn(4, 3, device=device)
+    out = torch.empty(4, 3, device=device)
+    result = torch.add(a, b, out=out)
+    assert result is out
+    torch.testing.assert_close(out.cpu(), a.cpu() + b.cpu())
+    small = torch.empty(0, device=device)
+    torch.mul(a, b, out=small)  # the kernel resizes the out argument
+    assert small.shape == (4, 3) and small.device == a.device
+    torch.testing.assert_close(small.cpu(), a.cpu() * b.cpu())
+
+
+def test_views_share_device_memory(device: str) -> None:
+    x = torch.arange(12.0, device=device).reshape(3, 4)
+    for view in (x.t(), x[1], x.diagonal(), x.unfold(1, 2, 1), x.narrow(0, 1, 2), x.view(-1)):
+        assert view.device == x.device
+        assert view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    x.diagonal().zero_()
+    assert x.cpu().diagonal().tolist() == [0, 0, 0]
+
+
+def test_multiple_and_list_outputs(device: str) -> None:
+    a = torch.randn(6, 5)
+    values, indices = torch.sort(a.to(device), dim=1)
+    ref_values, ref_indices = torch.sort(a, dim=1)
+    assert values.device.type == device and indices.device.type == device
+    torch.testing.assert_close(values.cpu(), ref_values)
+    assert torch.equal(indices.cpu(), ref_indices)
+    chunks = torch.chunk(a.to(device), 3)
+    assert [c.cpu().tolist() for c in chunks] == [c.tolist() for c in torch.chunk(a, 3)]
+    mins = torch.aminmax(a.to(device))
+    assert mins.min.item() == a.min().item() and mins.max.item() == a.max().item()
+    u, s, v = torch.linalg.svd(a.to(device), full_matrices=False)
+    torch.testing.assert_close((u @ torch.diag(s) @ v).cpu(), a, atol=1e-5, rtol=1e-5)
+
+
+def test_tensor_list_inputs_and_indexing(device: str) -> None:
+    parts = [torch.randn(2, 3) for _ in range(3)]
+    torch.testing.assert_close(torch.cat([p.to(device) for p in parts]).cpu(), torch.cat(parts))
+    x = torch.arange(10.0)
+    index = torch.tensor([1, 3, 5])
+    assert x.to(device)[index.to(device)].cpu().tolist() == [1, 3, 5]
+    assert x.to(device)[index].cpu().tolist() == [1, 3, 5]  # host indices, as CUDA allows
+    y = x.to(device)
+    y[x.to(device) > 6] = 0
+    assert y.cpu().tolist() == [0, 1, 2, 3, 4, 5, 6, 0, 0, 0]
+
+
+def test_dtype_conversions_and_scalars(device: str) -> None:
+    x = torch.tensor([1.5, -2.5], device=device)
+    assert x.to(torch.int32).cpu().tolist() == [1, -2]
+    assert (x + 1).cpu().tolist() == [2.5, -1.5]
+    assert (x * torch.tensor(2.0)).cpu().tolist() == [3.0, -5.0]  # CPU scalar tensor is fine
+    assert x.sum().item() == -1.0
+    assert x.to(torch.float64).dtype == torch.float64
+
+
+def test_autograd_through_fallback(device: str) -> None:
+    w = torch.randn(3, 3, requires_grad=True)
+    wd = w.detach().to(device).requires_grad_()
+    x = torch.randn(4, 3)
+    (torch.tanh(x @ w) ** 2).sum().backward()
+    (torch.tanh(x.to(device) @ wd) ** 2).sum().backward()
+    torch.testing.assert_close(wd.grad.cpu(), w.grad)
+
+
+def test_random_ops_use_device_generator(device: str) -> None:
+    torch.manual_seed(123)
+    first = torch.randn(5, device=device).cpu()
+    torch.manual_seed(123)
+    second = torch.randn(5, device=device).cpu()
+    assert torch.equal(first, second)
+    generator = torch.Generator(device=device).manual_seed(7)
+    a = torch.rand(3, device=device, generator=generator).cpu()
+    generator.manual_seed(7)
+    b = torch.rand(3, device=device, generator=generator).cpu()
+    assert torch.equal(a, b)
+    dropped = torch.nn.functional.dropout(torch.ones(1000, device=device), p=0.5)
+    assert 300 < int((dropped == 0).sum()) < 700
+
+
+def test_cross_device_and_host_mix_errors(device: str) -> None:
+    a = torch.ones(3, device=f"{device}:0")
+    with pytest.raises(
+        RuntimeError,
+        match=rf"Expected all tensors to be on the same device.*{device}:0 and {device}:1",
+    ):
+        a + torch.ones(3, device=f"{device}:1")
+    with pytest.raises(
+        RuntimeError, match=rf"Expected all tensors to be on the same device.*{device}:0 and cpu"
+    ):
+        a + torch.ones(3)
+
+
+def test_invalid_device_index_names_device_count(device: str) -> None:
+    count = torch.foo.device_count()
+    with pytest.raises(
+        RuntimeError, match=rf"Invalid device index 7 for '{device}': there are {count} devices"
+    ):
+        torch.ones(2, device=f"{device}:7")
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.foo.set_device(9)
+
+
+def test_cross_device_copy(device: str) -> None:
+    x = torch.arange(4.0, device=f"{device}:0")
+    y = x.to(f"{device}:1")
+    assert y.device.index == 1 and y.cpu().tolist() == [0, 1, 2, 3]

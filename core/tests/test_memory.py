@@ -1,0 +1,79 @@
+"""Caching allocator statistics, OOM and recovery, fault injection, pinned memory."""
+
+import pytest
+import torch
+
+
+def test_allocator_stats_track_tensors(device: str) -> None:
+    torch.foo.empty_cache()
+    torch.foo.reset_peak_memory_stats()
+    start = torch.foo.memory_allocated()
+    x = torch.empty(1 << 20, dtype=torch.uint8, device=device)  # 1 MiB
+    assert torch.foo.memory_allocated() - start >= 1 << 20
+    assert torch.foo.memory_reserved() >= torch.foo.memory_allocated()
+    peak = torch.foo.max_memory_allocated()
+    del x
+    assert torch.foo.memory_allocated() == start
+    assert torch.foo.max_memory_allocated() == peak  # peak survives the free
+    assert torch.foo.memory_reserved() > 0  # kept cached
+    torch.foo.empty_cache()
+    stats = torch.foo.memory_stats()
+    assert stats["reserved_bytes.all.current"] == stats["allocated_bytes.all.current"]
+    torch.foo.reset_peak_memory_stats()
+    assert torch.foo.max_memory_allocated() == torch.foo.memory_allocated()
+
+
+def test_torch_accelerator_memory_api(device: str) -> None:
+    assert torch.accelerator.current_accelerator().type == device
+    x = torch.empty(256, 1024, device=device)
+    assert torch.accelerator.memory_allocated() >= x.nbytes
+    assert torch.accelerator.max_memory_allocated() >= x.nbytes
+    assert torch.accelerator.memory_reserved() >= x.nbytes
+    assert torch.accelerator.memory_stats()["allocated_bytes.all.current"] >= x.nbytes
+    free, total = torch.accelerator.get_memory_info()
+    assert total == torch.foo.get_device_properties().total_memory and 0 < free < total
+    torch.accelerator.reset_peak_memory_stats()
+    torch.accelerator.empty_cache()
+
+
+def test_fallback_outputs_are_counted(device: str) -> None:
+    a = torch.randn(512, 512, device=device)
+    before = torch.foo.memory_allocated()
+    b = a * 2  # a CPU kernel's output taken over as device memory
+    assert torch.foo.memory_allocated() - before >= b.nbytes
+    del b
+    assert torch.foo.memory_allocated() == before
+
+
+def test_out_of_memory_message_and_recovery(device: str) -> None:
+    total = torch.foo.get_device_properties().total_memory
+    with pytest.raises(torch.OutOfMemoryError) as caught:
+        torch.empty(total + (1 << 20), dtype=torch.uint8, device=device)
+    message = str(caught.value)
+    assert "Tried to allocate" in message and "is free" in message
+    assert "TORCHPLUG_DEVICE_MEMORY" in message
+    assert torch.foo.memory_stats()["num_ooms"] >= 1
+    # The process keeps working: a retry that fits succeeds.
+    y = torch.ones(1024, device=device)
+    assert y.sum().item() == 1024
+
+
+def test_fault_injection_makes_next_allocations_fail(device: str) -> None:
+    from torchplug.runtime import inject_allocation_failures
+
+    torch.foo.empty_cache()
+    inject_allocation_failures(f"{device}:0", 1)
+    with pytest.raises(torch.OutOfMemoryError, match="failure injected"):
+        torch.empty(4096, device=device)
+    assert torch.empty(4096, device=device).numel() == 4096
+
+
+def test_pinned_memory(device: str) -> None:
+    host = torch.randn(1024).pin_memory()
+    assert host.is_pinned()
+    assert not torch.randn(4).is_pinned()
+    dev = host.to(device, non_blocking=True)
+    torch.foo.synchronize()
+    assert torch.equal(dev.cpu(), host)
+    del host
+    torch.accelerator.empty_host_cache()

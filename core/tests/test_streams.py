@@ -1,0 +1,106 @@
+"""Streams run their work asynchronously and in order; events order and time it."""
+
+import time
+
+import torch
+
+
+def test_stream_work_is_asynchronous_and_ordered(device: str) -> None:
+    stream = torch.foo.Stream()
+    with torch.foo.stream(stream):
+        started = time.perf_counter()
+        torch.foo._sleep(200)
+        assert time.perf_counter() - started < 0.1  # queued, not run on the host
+        assert not stream.query()
+        stream.synchronize()
+    assert time.perf_counter() - started >= 0.19
+    assert stream.query()
+
+
+def test_streams_overlap(device: str) -> None:
+    first, second = torch.foo.Stream(), torch.foo.Stream()
+    assert first.stream_id != second.stream_id
+    started = time.perf_counter()
+    for stream in (first, second):
+        with torch.foo.stream(stream):
+            torch.foo._sleep(200)
+    torch.foo.synchronize()
+    elapsed = time.perf_counter() - started
+    assert 0.19 <= elapsed < 0.35  # concurrently, not 0.4 s back to back
+
+
+def test_events_time_and_wait(device: str) -> None:
+    stream = torch.foo.Stream()
+    start, end = (
+        torch.Event(device=device, enable_timing=True),
+        torch.Event(device=device, enable_timing=True),
+    )
+    with torch.foo.stream(stream):
+        start.record()
+        torch.foo._sleep(50)
+        end.record()
+    assert not end.query()
+    end.synchronize()
+    assert end.query()
+    assert 45 <= start.elapsed_time(end) < 500
+
+    # A second stream waits for the first through an event.
+    producer, consumer = torch.foo.Stream(), torch.foo.Stream()
+    with torch.foo.stream(producer):
+        torch.foo._sleep(100)
+        ready = torch.Event(device=device)
+        ready.record()
+    consumer.wait_event(ready)
+    began = time.perf_counter()
+    consumer.synchronize()
+    assert time.perf_counter() - began >= 0.08
+
+
+def test_kernels_follow_stream_order(device: str) -> None:
+    stream = torch.foo.Stream()
+    host = torch.arange(1 << 20, dtype=torch.float32).pin_memory()
+    with torch.foo.stream(stream):
+        torch.foo._sleep(50)
+        dev = host.to(device, non_blocking=True)  # queued after the sleep
+        total = dev.sum()  # a kernel on the same stream waits for the copy
+    assert total.item() == float(host.sum())
+
+
+def test_non_blocking_copy_is_asynchronous(device: str) -> None:
+    host = torch.ones(1 << 22).pin_memory()
+    with torch.foo.stream(torch.foo.Stream()):
+        torch.foo._sleep(100)
+        started = time.perf_counter()
+        dev = host.to(device, non_blocking=True)
+        assert time.perf_counter() - started < 0.05
+        back = torch.empty_like(host).pin_memory()
+        back.copy_(dev, non_blocking=True)
+        torch.foo.current_stream().synchronize()
+    assert torch.equal(back, host)
+
+
+def test_accelerator_stream_api(device: str) -> None:
+    stream = torch.Stream(device=device)  # index -1 becomes the current device
+    assert stream.device_index == torch.foo.current_device()
+    previous = torch.accelerator.current_stream()
+    torch.accelerator.set_stream(stream)
+    assert torch.accelerator.current_stream() == stream
+    torch.accelerator.set_stream(previous)
+    torch.accelerator.synchronize()
+    assert torch.accelerator.device_count() == torch.foo.device_count()
+    with torch.foo.device(1):
+        assert torch.accelerator.current_device_index() == 1
+    assert torch.foo.current_device() == 0
+
+
+def test_record_stream_delays_reuse(device: str) -> None:
+    side = torch.foo.Stream()
+    x = torch.empty(1 << 16, device=device)
+    pointer = x.data_ptr()
+    with torch.foo.stream(side):
+        torch.foo._sleep(100)
+    x.record_stream(side)
+    del x
+    y = torch.empty(1 << 16, device=device)
+    assert y.data_ptr() != pointer  # still in use by the side stream's work
+    side.synchronize()
