@@ -36,7 +36,8 @@ def test_out_argument_including_resize(device: str) -> None:
     torch.testing.assert_close(out.cpu(), a.cpu() + b.cpu())
     small = torch.empty(0, device=device)
     torch.mul(a, b, out=small)  # the kernel resizes the out argument
-    assert small.shape == (4, 3) and small.device == a.device
+    assert small.shape == (4, 3)
+    assert small.device == a.device
     torch.testing.assert_close(small.cpu(), a.cpu() * b.cpu())
 
 
@@ -53,13 +54,15 @@ def test_multiple_and_list_outputs(device: str) -> None:
     a = torch.randn(6, 5)
     values, indices = torch.sort(a.to(device), dim=1)
     ref_values, ref_indices = torch.sort(a, dim=1)
-    assert values.device.type == device and indices.device.type == device
+    assert values.device.type == device
+    assert indices.device.type == device
     torch.testing.assert_close(values.cpu(), ref_values)
     assert torch.equal(indices.cpu(), ref_indices)
     chunks = torch.chunk(a.to(device), 3)
     assert [c.cpu().tolist() for c in chunks] == [c.tolist() for c in torch.chunk(a, 3)]
     mins = torch.aminmax(a.to(device))
-    assert mins.min.item() == a.min().item() and mins.max.item() == a.max().item()
+    assert mins.min.item() == a.min().item()
+    assert mins.max.item() == a.max().item()
     u, s, v = torch.linalg.svd(a.to(device), full_matrices=False)
     torch.testing.assert_close((u @ torch.diag(s) @ v).cpu(), a, atol=1e-5, rtol=1e-5)
 
@@ -135,4 +138,5 @@ def test_invalid_device_index_names_device_count(device: str) -> None:
 def test_cross_device_copy(device: str) -> None:
     x = torch.arange(4.0, device=f"{device}:0")
     y = x.to(f"{device}:1")
-    assert y.device.index == 1 and y.cpu().tolist() == [0, 1, 2, 3]
+    assert y.device.index == 1
+    assert y.cpu().tolist() == [0, 1, 2, 3]

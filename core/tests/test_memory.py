@@ -31,7 +31,8 @@ def test_torch_accelerator_memory_api(device: str) -> None:
     assert torch.accelerator.memory_reserved() >= x.nbytes
     assert torch.accelerator.memory_stats()["allocated_bytes.all.current"] >= x.nbytes
     free, total = torch.accelerator.get_memory_info()
-    assert total == torch.foo.get_device_properties().total_memory and 0 < free < total
+    assert total == torch.foo.get_device_properties().total_memory
+    assert 0 < free < total
     torch.accelerator.reset_peak_memory_stats()
     torch.accelerator.empty_cache()
 
@@ -50,7 +51,8 @@ def test_out_of_memory_message_and_recovery(device: str) -> None:
     with pytest.raises(torch.OutOfMemoryError) as caught:
         torch.empty(total + (1 << 20), dtype=torch.uint8, device=device)
     message = str(caught.value)
-    assert "Tried to allocate" in message and "is free" in message
+    assert "Tried to allocate" in message
+    assert "is free" in message
     assert "TORCHPLUG_DEVICE_MEMORY" in message
     assert torch.foo.memory_stats()["num_ooms"] >= 1
     # The process keeps working: a retry that fits succeeds.
