@@ -17,6 +17,8 @@ namespace torchplug {
 
 void register_factory_kernels(torch::Library& library);
 void register_copy_kernels(torch::Library& library);
+void register_native_kernels(torch::Library& library);
+void register_host_kernels(torch::Library& library);
 
 void register_kernels(c10::DeviceType type) {
   static std::mutex mutex;
@@ -31,6 +33,8 @@ void register_kernels(c10::DeviceType type) {
   auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
   register_factory_kernels(*kernels);
   register_copy_kernels(*kernels);
+  register_native_kernels(*kernels);
+  register_host_kernels(*kernels);
   auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
   fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
   libraries->push_back(std::move(kernels));

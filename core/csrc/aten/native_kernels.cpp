@@ -1,0 +1,139 @@
+// Native kernels for hot operators whose CPU structured kernel computes
+// directly. (Kernels reached through a DispatchStub cannot serve another
+// device type: the stub's table cannot be filled from outside libtorch.) Device memory is host memory, so a device kernel is the
+// CPU class run over the device tensors themselves: it computes output shapes
+// (meta) and the result (impl); this file only allocates outputs on the
+// device. That skips the fallback's boxing and aliasing, which dominate small ops.
+#include <array>
+#include <type_traits>
+#include <utility>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/addmm_native.h>
+#include <ATen/ops/mm_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/backend.h"
+#include "aten/device_allocator.h"
+#include "aten/host_alias.h"
+#include "runtime/memory_guard.h"
+
+namespace torchplug {
+namespace {
+
+// A CPU structured kernel whose outputs live on `device`.
+template <class CpuKernel, size_t Outputs = 1>
+struct OnDevice final : CpuKernel {
+  explicit OnDevice(c10::Device device) : device(device) {}
+
+  void set_output_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          c10::TensorOptions options) override {
+    set_output_raw_strided(index, sizes, strides, options);
+  }
+
+  void set_output_raw_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              c10::TensorOptions options) override {
+    allocate(index, sizes, strides, options);
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, CpuKernel>) {
+      CpuKernel::set_output_raw_strided(index, sizes, strides, options);  // registers the operand
+    }
+  }
+
+  const at::Tensor& maybe_get_output(int64_t index) override { return outputs[index]; }
+
+  void allocate(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
+    const c10::ScalarType dtype = c10::typeMetaToScalarType(options.dtype());
+    // Empty strides mean "any layout": contiguous in the requested memory format.
+    outputs[index] = strides.empty()
+                         ? at::detail::empty_generic(sizes, &device_allocator(device.type()),
+                                                     device_key_set(device.type()), dtype,
+                                                     options.memory_format_opt())
+                         : at::detail::empty_strided_generic(sizes, strides, &device_allocator(device.type()),
+                                                             device_key_set(device.type()), dtype);
+  }
+
+  c10::Device device;
+  std::array<at::Tensor, Outputs> outputs;
+};
+
+// The device a kernel runs on: that of its first device tensor.
+c10::Device device_of(std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* tensor : tensors) {
+    if (tensor->defined() && !tensor->device().is_cpu()) {
+      return tensor->device();
+    }
+  }
+  TORCH_CHECK(false, "A simulated-device kernel was called without a device tensor.");
+}
+
+// Runs `body` as a kernel on `device`: current device set, queued stream work
+// finished, and (strict mode) access to the memory of `tensors` granted.
+template <typename Body>
+decltype(auto) as_kernel(c10::Device device, std::initializer_list<const at::Tensor*> tensors, Body&& body) {
+  c10::DeviceGuard guard(device);
+  wait_for_current_stream(device);
+  if (!runtime::strict_mode()) {
+    return body();
+  }
+  std::vector<const void*> pointers;
+  for (const at::Tensor* tensor : tensors) {
+    if (tensor->defined() && !tensor->device().is_cpu()) {
+      pointers.push_back(tensor->storage().data());
+    }
+  }
+  runtime::KernelAccess access(pointers);
+  return body();
+}
+
+// Strict mode: a kernel's freshly allocated outputs must be writable too.
+struct OutputAccess {
+  template <class Kernel>
+  explicit OutputAccess(const Kernel& kernel) {
+    if (runtime::strict_mode()) {
+      for (const at::Tensor& out : kernel.outputs) {
+        if (out.defined()) {
+          pointers.push_back(out.storage().data());
+        }
+      }
+    }
+  }
+  std::vector<const void*> pointers;
+};
+
+#define TORCHPLUG_BINARY_KERNEL(name, CpuKernel)                                                   \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                              \
+    const c10::Device device = device_of({&self, &other});                                         \
+    return as_kernel(device, {&self, &other}, [&] {                                                \
+      OnDevice<CpuKernel> op(device);                                                              \
+      op.meta(self, other);                                                                        \
+      runtime::KernelAccess access(OutputAccess(op).pointers);                                     \
+      op.impl(self, other, op.outputs[0]);                                                         \
+      return std::move(op.outputs[0]);                                                             \
+    });                                                                                            \
+  }
+
+TORCHPLUG_BINARY_KERNEL(mm, at::native::structured_mm_out_cpu)
+
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                 const c10::Scalar& alpha) {
+  const c10::Device device = device_of({&self, &mat1, &mat2});
+  return as_kernel(device, {&self, &mat1, &mat2}, [&] {
+    OnDevice<at::native::structured_addmm_out_cpu> op(device);
+    op.meta(self, mat1, mat2, beta, alpha);
+    runtime::KernelAccess access(OutputAccess(op).pointers);
+    op.impl(self, mat1, mat2, beta, alpha, op.outputs[0]);
+    return std::move(op.outputs[0]);
+  });
+}
+
+}  // namespace
+
+void register_native_kernels(torch::Library& library) {
+  library.impl("mm", TORCH_FN(mm));
+  library.impl("addmm", TORCH_FN(addmm));
+}
+
+}  // namespace torchplug
