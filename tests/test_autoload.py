@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import PluginDir, run_python
 
 COUNT_REGISTRATIONS = """

@@ -36,3 +36,26 @@ def inject_allocation_failures(device: str, count: int = 1) -> None:
         parsed.index if parsed.index is not None else getattr(torch, parsed.type).current_device()
     )
     _C.inject_allocation_failures(parsed.type, index, int(count))
+
+
+def configure_devices(
+    backend: str, device_count: int | None = None, memory: int | str | None = None
+) -> None:
+    """Sets how many devices ``backend`` has and how much memory each, before first use.
+
+    ``memory`` takes bytes or a size such as ``"16GiB"``. Once a device of the
+    backend holds memory or a stream, its configuration is fixed and a
+    different one raises. The environment variables ``TORCHPLUG_DEVICE_COUNT``
+    and ``TORCHPLUG_DEVICE_MEMORY`` (or ``TORCHPLUG_<NAME>_...``) set the same
+    at start-up.
+    """
+    from torchplug import _C, settings
+
+    count = settings.device_count(backend) if device_count is None else int(device_count)
+    if memory is None:
+        capacity = settings.device_memory(backend)
+    elif isinstance(memory, str):
+        capacity = settings.parse_bytes(memory)
+    else:
+        capacity = int(memory)
+    _C.configure(backend, count, capacity)

@@ -1,0 +1,66 @@
+"""The `torchplug` command: doctor and bench output shapes (no timing assertions)."""
+
+import json
+import subprocess
+import sys
+
+
+def torchplug(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "torchplug.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_doctor_table_lists_foo() -> None:
+    out = torchplug("doctor")
+    assert "ENTRY POINT" in out
+    assert "torch_foo" in out
+    assert "active" in out
+    assert "current accelerator: foo" in out
+    assert "TORCHPLUG_DISABLE" in out
+
+
+def test_doctor_json_is_stable() -> None:
+    report = json.loads(torchplug("doctor", "--json"))
+    assert set(report) == {
+        "torch_version",
+        "torchplug_version",
+        "settings",
+        "privateuse1_owner",
+        "current_accelerator",
+        "backends",
+    }
+    foo = next(b for b in report["backends"] if b["entry_point"] == "torch_foo")
+    assert foo["distribution"] == "torch_foo"
+    assert foo["status"] == "active"
+    assert foo["device"] == "foo"
+    assert foo["device_count"] == 2
+    assert foo["load_ms"] > 0
+    assert report["privateuse1_owner"] == "foo"
+
+
+def test_bench_runs_and_reports_ratios() -> None:
+    report = json.loads(torchplug("bench", "--only", "tiny,copy", "--rounds", "1", "--json"))
+    assert report["device"] == "foo"
+    names = [figure["name"] for figure in report["figures"]]
+    assert len(names) == 3
+    for figure in report["figures"]:
+        assert figure["ratio"] > 0
+        assert figure["target"]
+
+
+def test_bench_rejects_unknown_benchmark() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "torchplug.cli", "bench", "--only", "warp"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "Unknown benchmark warp" in result.stderr

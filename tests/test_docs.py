@@ -1,0 +1,58 @@
+"""The docs build with warnings as errors, and every Python example in them runs."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def examples() -> list[tuple[str, str]]:
+    found = []
+    for page in sorted(DOCS.glob("*.md")):
+        for number, match in enumerate(PYTHON_BLOCK.finditer(page.read_text()), start=1):
+            found.append((f"{page.name}#{number}", match.group(1)))
+    return found
+
+
+def test_sphinx_build_has_no_warnings(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            str(DOCS),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("where", "code"), examples(), ids=[where for where, _ in examples()])
+def test_python_example_runs(where: str, code: str, tmp_path: Path) -> None:
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, f"{where} failed:\n{result.stderr}"
