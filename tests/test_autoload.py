@@ -240,6 +240,19 @@ print(loader.statuses()["foo"].reason)
     first, reason = out.splitlines()
     assert first == "legacy inactive"
     assert "'legacy'" in reason
+    doctor = json.loads(
+        ok(
+            run_python(
+                "from torchplug.cli import main; main(['doctor', '--json'])", plugins=plugin_dir
+            )
+        )
+    )
+    legacy = next(b for b in doctor["backends"] if b["entry_point"] == "torch_legacy")
+    assert legacy["torchplug"] is False
+    assert legacy["status"] == "loaded"
+    assert doctor["privateuse1_owner"] == "legacy"
+    foo = next(b for b in doctor["backends"] if b["entry_point"] == "torch_foo")
+    assert foo["status"] == "inactive"
 
 
 def test_disable_list_skips_backend() -> None:

@@ -27,9 +27,21 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if uv is None:
         pytest.fail("uv is required to build the wheels (pip install uv)")
     out = tmp_path_factory.mktemp("dist")
-    run(uv, "build", "--package", "torchplug", "--wheel", "-o", str(out))
-    run(uv, "build", "--package", "torch_foo", "--wheel", "-o", str(out))
+    # sdist first, then the wheel from the unpacked sdist: what PyPI users build,
+    # and a build directory of its own (not the editable install's).
+    run(uv, "build", "--package", "torchplug", "-o", str(out))
+    run(uv, "build", "--package", "torch_foo", "-o", str(out))
     return out
+
+
+def test_sdists_hold_sources_not_build_outputs(wheels: Path) -> None:
+    import tarfile
+
+    with tarfile.open(next(wheels.glob("torchplug-*.tar.gz"))) as archive:
+        names = archive.getnames()
+    assert any(name.endswith("csrc/runtime/platform.cpp") for name in names)
+    assert any(name.endswith("CMakeLists.txt") for name in names)
+    assert not any("/build/" in name for name in names)
 
 
 def test_wheels_have_complete_metadata(wheels: Path) -> None:

@@ -30,7 +30,7 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
 class Platform {
  public:
   static constexpr int kMaxDevices = 16;
-  static constexpr int kMaxPlatforms = 8;
+  static constexpr int kMaxPlatforms = 16;
   static constexpr int kStreamPoolSize = 32;
 
   // The platform called `name`, created with the defaults on first use.
