@@ -31,6 +31,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # and a build directory of its own (not the editable install's).
     run(uv, "build", "--package", "torchplug", "-o", str(out))
     run(uv, "build", "--package", "torch_foo", "-o", str(out))
+    run(uv, "build", "--package", "vhabana_frameworks", "-o", str(out))
     return out
 
 
@@ -73,10 +74,15 @@ def test_clean_venv_install_autoloads(wheels: Path, tmp_path: Path) -> None:
     out = run(
         str(python),
         "-c",
-        "import torch; print(torch.foo.is_available()); print(repr(torch.ones(2, device='foo') * 3))",
+        "import torch; print(torch.foo.is_available()); print(repr(torch.ones(2, device='foo') * 3)); "
+        "print(repr(torch.ones(1, device='hpu')))",
         cwd=tmp_path,
         env=env,
     )
-    assert out.splitlines() == ["True", "tensor([3., 3.], device='foo:0')"]
+    assert out.splitlines() == [
+        "True",
+        "tensor([3., 3.], device='foo:0')",
+        "tensor([1.], device='hpu:0')",
+    ]
     doctor = run(str(venv / "bin" / "torchplug"), "doctor", "--json", cwd=tmp_path, env=env)
     assert '"status": "active"' in doctor

@@ -140,3 +140,28 @@ def test_cross_device_copy(device: str) -> None:
     y = x.to(f"{device}:1")
     assert y.device.index == 1
     assert y.cpu().tolist() == [0, 1, 2, 3]
+
+
+def test_convolution_forward_and_backward(device: str) -> None:
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1, groups=1)
+    transposed = torch.nn.ConvTranspose2d(4, 2, 2, stride=2)
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    (transposed(conv(x)) ** 2).mean().backward()
+    grads = [x.grad, conv.weight.grad, conv.bias.grad, transposed.weight.grad, transposed.bias.grad]
+    expected = [g.clone() for g in grads]
+    conv_d, transposed_d = conv.to(device), transposed.to(device)
+    for module in (conv_d, transposed_d):
+        module.zero_grad()
+    xd = x.detach().to(device).requires_grad_()
+    (transposed_d(conv_d(xd)) ** 2).mean().backward()
+    got = [
+        xd.grad,
+        conv_d.weight.grad,
+        conv_d.bias.grad,
+        transposed_d.weight.grad,
+        transposed_d.bias.grad,
+    ]
+    for actual, reference in zip(got, expected, strict=True):
+        assert actual.device.type == device
+        torch.testing.assert_close(actual.cpu(), reference, rtol=1e-4, atol=1e-5)

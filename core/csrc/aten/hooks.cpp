@@ -1,5 +1,6 @@
 #include "aten/hooks.h"
 
+#include <ATen/detail/HPUHooksInterface.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Storage.h>
 
@@ -10,9 +11,10 @@
 namespace torchplug {
 namespace {
 
-constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
-
-struct SimulatedPrivateUse1Hooks final : public at::PrivateUse1HooksInterface {
+// The accelerator-hook methods every simulated device answers the same way,
+// whichever hooks interface (PrivateUse1, HPU) torch reaches them through.
+template <class Interface, c10::DeviceType kType>
+struct SimulatedHooks : public Interface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return find_platform(kType) != nullptr; }
   void init() const override {}
@@ -26,7 +28,7 @@ struct SimulatedPrivateUse1Hooks final : public at::PrivateUse1HooksInterface {
 
   at::Device getDeviceFromPtr(void* data) const override {
     const int index = platform_for(kType).device_of(data);
-    TORCH_CHECK(index >= 0, "Pointer ", data, " is not ", c10::get_privateuse1_backend(), " device memory.");
+    TORCH_CHECK(index >= 0, "Pointer ", data, " is not ", c10::DeviceTypeName(kType, true), " device memory.");
     return c10::Device(kType, static_cast<c10::DeviceIndex>(index));
   }
 
@@ -55,18 +57,25 @@ struct SimulatedPrivateUse1Hooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
     return exchangeDevice(device);
   }
+};
 
+struct SimulatedPrivateUse1Hooks final
+    : public SimulatedHooks<at::PrivateUse1HooksInterface, c10::DeviceType::PrivateUse1> {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
     c10::DataPtr fresh = impl->allocator()->allocate(new_bytes);
     const size_t keep = std::min(new_bytes, impl->nbytes());
     if (keep > 0) {
-      platform_for(kType).memcpy(fresh.get(), impl->data(), keep);
+      platform_for(c10::DeviceType::PrivateUse1).memcpy(fresh.get(), impl->data(), keep);
     }
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(new_bytes);
   }
+};
+
+struct SimulatedHPUHooks final : public SimulatedHooks<at::HPUHooksInterface, c10::DeviceType::HPU> {
+  bool hasHPU() const override { return true; }
 };
 
 }  // namespace
@@ -82,6 +91,27 @@ bool register_privateuse1_hooks() {
   // Leaked on purpose: torch keeps the pointer for the life of the process.
   at::RegisterPrivateUse1HooksInterface(new SimulatedPrivateUse1Hooks());
   registered_here = true;
+  return true;
+}
+
+bool register_hpu_hooks() {
+  static bool registered_here = false;
+  if (registered_here) {
+    return true;
+  }
+  if (at::HPUHooksRegistry()->Has("HPUHooks")) {
+    return false;  // another HPU integration is already in place
+  }
+  at::HPUHooksRegistry()->Register(
+      "HPUHooks", [](at::HPUHooksArgs) -> std::unique_ptr<at::HPUHooksInterface> {
+        return std::make_unique<SimulatedHPUHooks>();
+      });
+  registered_here = true;
+  // torch caches its first lookup of the HPU hooks for the life of the process.
+  TORCH_CHECK(at::detail::getHPUHooks().hasHPU(),
+              "torch looked up the HPU hooks before the hpu backend loaded (e.g. torch.accelerator was "
+              "queried first), so the device cannot be registered in this process. Import torch (or the "
+              "backend) before querying torch.accelerator.");
   return true;
 }
 

@@ -6,4 +6,8 @@ namespace torchplug {
 // Returns false when another library registered PrivateUse1 hooks first.
 bool register_privateuse1_hooks();
 
+// Registers the HPU hooks; must run before anything asks torch for them
+// (the first lookup is cached). Returns false when HPU hooks already exist.
+bool register_hpu_hooks();
+
 }  // namespace torchplug

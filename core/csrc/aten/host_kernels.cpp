@@ -3,6 +3,7 @@
 // boxed fallback, and its output is taken over as device memory. Same
 // semantics as the fallback, without boxing and without the second
 // TensorIterator a composite functional-from-out= kernel would build.
+#include <array>
 #include <tuple>
 #include <utility>
 
@@ -10,6 +11,8 @@
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/convolution_backward_ops.h>
+#include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -65,31 +68,63 @@ struct HostCall {
   }
 };
 
+// Converts the arguments, runs `Op`'s CPU kernel on them and hands back its
+// raw CPU result together with the device the call runs on.
+template <typename Op, typename... Args>
+auto run_on_host(c10::Device& device, Args&&... args) {
+  HostCall host;
+  auto host_args = std::tuple<decltype(host.convert(std::forward<Args>(args)))...>{
+      host.convert(std::forward<Args>(args))...};
+  TORCH_CHECK(host.device.has_value(), Op::name, " reached a simulated device without a device tensor.");
+  if (host.host_tensor_seen) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+                *host.device, " and cpu!");
+  }
+  device = *host.device;
+  c10::DeviceGuard guard(device);
+  wait_for_current_stream(device);
+  runtime::KernelAccess access(host.accessed);
+  return std::apply(
+      [](auto&&... converted) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), converted...); },
+      host_args);
+}
+
 template <typename Op, typename Schema = typename Op::schema>
 struct OnHost;
 
 template <typename Op, typename... Args>
 struct OnHost<Op, at::Tensor(Args...)> {
   static at::Tensor call(Args... args) {
-    HostCall host;
-    auto host_args = std::tuple<decltype(host.convert(std::forward<Args>(args)))...>{
-        host.convert(std::forward<Args>(args))...};
-    TORCH_CHECK(host.device.has_value(), Op::name, " reached a simulated device without a device tensor.");
-    if (host.host_tensor_seen) {
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
-                  *host.device, " and cpu!");
-    }
-    c10::DeviceGuard guard(*host.device);
-    wait_for_current_stream(*host.device);
-    runtime::KernelAccess access(host.accessed);
-    at::Tensor result = std::apply(
-        [](auto&&... converted) {
-          return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), converted...);
-        },
-        host_args);
-    return adopt_host_tensor(result, *host.device);
+    c10::Device device(c10::kCPU);
+    at::Tensor result = run_on_host<Op>(device, std::forward<Args>(args)...);
+    return adopt_host_tensor(result, device);
   }
 };
+
+template <typename Op, typename... Args>
+struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> call(Args... args) {
+    c10::Device device(c10::kCPU);
+    auto [a, b, c] = run_on_host<Op>(device, std::forward<Args>(args)...);
+    auto adopt = [&](const at::Tensor& t) { return t.defined() ? adopt_host_tensor(t, device) : t; };
+    return {adopt(a), adopt(b), adopt(c)};
+  }
+};
+
+// Convolutions on devices other than CPU and CUDA reach the "overrideable"
+// entry points; they are the CPU convolutions over host aliases.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+    c10::SymInt groups, std::array<bool, 3> output_mask) {
+  std::optional<c10::SymIntArrayRef> bias_sizes;
+  const std::array<c10::SymInt, 1> bias_size{weight.sym_size(transposed ? 1 : 0) * (transposed ? groups : 1)};
+  if (output_mask[2]) {
+    bias_sizes = c10::SymIntArrayRef(bias_size);
+  }
+  return OnHost<at::_ops::convolution_backward>::call(grad_output, input, weight, bias_sizes, stride, padding,
+                                                      dilation, transposed, output_padding, groups, output_mask);
+}
 
 #define TORCHPLUG_ON_HOST(library, schema_name, op) library.impl(schema_name, TORCH_FN((&OnHost<at::_ops::op>::call)))
 
@@ -106,6 +141,8 @@ void register_host_kernels(torch::Library& library) {
   TORCHPLUG_ON_HOST(library, "mean.dim", mean_dim);
   TORCHPLUG_ON_HOST(library, "_log_softmax", _log_softmax);
   TORCHPLUG_ON_HOST(library, "_log_softmax_backward_data", _log_softmax_backward_data);
+  TORCHPLUG_ON_HOST(library, "convolution_overrideable", convolution);
+  library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
 }
 
 }  // namespace torchplug

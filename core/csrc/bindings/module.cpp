@@ -53,6 +53,11 @@ void register_backend(const std::string& device_type, const std::string& platfor
         "PrivateUse1 hooks were already registered by another library (a backend not built on "
         "torchplug); only one PrivateUse1 backend can be active per process.");
   }
+  if (type == c10::DeviceType::HPU && !register_hpu_hooks()) {
+    throw std::runtime_error(
+        "HPU hooks were already registered by another library (e.g. a real habana_frameworks); "
+        "only one HPU integration can be active per process.");
+  }
   bind_platform(type, platform);
   device_allocator(type);
   register_host_allocator(type);

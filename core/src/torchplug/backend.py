@@ -21,12 +21,16 @@ class Backend:
         setup: optional callable run after the core registered the device, for
             the plugin's own extras (custom ops, module attributes). It receives
             the device module ``torch.<name>``.
+        module: optional dotted name of the plugin's own module to fill in and
+            register as ``torch.<name>`` (e.g. ``"vhabana_frameworks.torch.hpu"``);
+            by default the core creates one.
     """
 
     name: str
     dispatch_key: str = "privateuse1"
     distribution: str | None = None
     setup: Callable[[Any], None] | None = field(default=None, compare=False)
+    module: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():

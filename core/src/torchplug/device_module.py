@@ -9,6 +9,7 @@ is not active its functions raise the recorded load error, and
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import types
 from collections.abc import Iterator
@@ -34,9 +35,12 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
 
     name = backend.name
     key = backend.dispatch_key
-    module = types.ModuleType(
-        f"torch.{name}", f"The '{name}' device (a torchplug simulated accelerator)."
-    )
+    if backend.module is not None:
+        module = importlib.import_module(backend.module)
+    else:
+        module = types.ModuleType(
+            f"torch.{name}", f"The '{name}' device (a torchplug simulated accelerator)."
+        )
 
     def native() -> Any:
         if status.state is not BackendState.ACTIVE:
@@ -272,6 +276,14 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
     def is_bf16_supported(including_emulation: bool = True) -> bool:
         return True
 
+    # Called by torch around RNG-sensitive code on HPU; device RNG lives on
+    # the host here, so there is no context to switch.
+    def set_rng_ctx(philox: str) -> None:
+        del philox
+
+    def unset_rng_ctx(philox: str) -> None:
+        del philox
+
     exported = {
         "is_available": is_available,
         "device_count": device_count,
@@ -315,11 +327,42 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         "set_rng_state_all": set_rng_state_all,
         "get_amp_supported_dtype": get_amp_supported_dtype,
         "is_bf16_supported": is_bf16_supported,
+        "set_rng_ctx": set_rng_ctx,
+        "unset_rng_ctx": unset_rng_ctx,
     }
     for attribute, value in exported.items():
         if callable(value) and not isinstance(value, type):
             value.__qualname__ = attribute
             value.__module__ = module.__name__
+        if getattr(module, attribute, None) is not None and backend.module is not None:
+            continue  # the plugin's own definition wins
         setattr(module, attribute, value)
     module.__all__ = [attribute for attribute in exported if not attribute.startswith("_")]
     return module
+
+
+def add_tensor_methods(name: str) -> None:
+    """``Tensor.<name>()`` and ``Module.<name>()`` for a device on an in-tree key.
+
+    Upstream generates these only for the renamed PrivateUse1 backend.
+    """
+    import torch
+
+    def tensor_to_device(
+        self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any
+    ) -> torch.Tensor:
+        if device is None:
+            index = getattr(torch, name).current_device()
+        elif isinstance(device, int):
+            index = device
+        else:
+            index = torch.device(device).index or 0
+        return self.to(torch.device(name, index), non_blocking=non_blocking, **kwargs)
+
+    def module_to_device(self: torch.nn.Module, device: Any = None) -> torch.nn.Module:
+        return self._apply(lambda t: tensor_to_device(t, device))
+
+    if not hasattr(torch.Tensor, name):
+        setattr(torch.Tensor, name, tensor_to_device)
+    if not hasattr(torch.nn.Module, name):
+        setattr(torch.nn.Module, name, module_to_device)

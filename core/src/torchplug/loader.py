@@ -173,5 +173,7 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_storage=True
         )
+    elif backend.dispatch_key == "hpu":
+        device_module.add_tensor_methods(name)
     if backend.setup is not None:
         backend.setup(module)
