@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "aten/backend.h"
+#include "aten/device_activity.h"
 #include "aten/host_alias.h"
 #include "aten/host_allocator.h"
 #include "runtime/memory_guard.h"
@@ -15,6 +16,14 @@ namespace torchplug {
 namespace {
 
 bool is_device(const at::Tensor& tensor) { return !tensor.device().is_cpu(); }
+
+// Profiler names of copies, as CUDA traces show them.
+const char* copy_name(const at::Tensor& src, const at::Tensor& dst) {
+  if (!is_device(src)) {
+    return "Memcpy HtoD";
+  }
+  return is_device(dst) ? "Memcpy DtoD" : "Memcpy DtoH";
+}
 
 at::Tensor host_view(const at::Tensor& tensor) { return is_device(tensor) ? host_alias(tensor) : tensor; }
 
@@ -39,10 +48,16 @@ bool try_async_copy(const at::Tensor& src, const at::Tensor& dst) {
   }
   runtime::Stream& stream = runtime_stream(current_stream(device.device()));
   // The task holds both storages so neither is freed while the copy is queued.
+  const bool traced = device_tracing();
   stream.enqueue([src_storage = src.storage(), dst_storage = dst.storage(), src_ptr = src.const_data_ptr(),
-                  dst_ptr = dst.mutable_data_ptr(), bytes = src.nbytes()] {
+                  dst_ptr = dst.mutable_data_ptr(), bytes = src.nbytes(), traced, name = copy_name(src, dst),
+                  on = device.device(), stream_id = stream.id(), correlation = current_correlation_id()] {
     runtime::KernelAccess access{dst_ptr, src_ptr};
+    const int64_t start = traced ? activity_clock_ns() : 0;
     std::memcpy(dst_ptr, src_ptr, bytes);
+    if (traced) {
+      record_activity({name, ActivityKind::kMemcpy, on, stream_id, start, activity_clock_ns(), correlation});
+    }
   });
   return true;
 }
@@ -66,6 +81,7 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     accessed = {src.storage().data(), dst.storage().data()};
   }
   runtime::KernelAccess access(accessed);
+  DeviceActivity activity(copy_name(src, dst), is_device(dst) ? dst.device() : src.device(), ActivityKind::kMemcpy);
   at::Tensor host_dst = host_view(dst);
   host_dst.copy_(host_view(src));
   return dst;

@@ -4,6 +4,7 @@
 #include <c10/util/SmallVector.h>
 
 #include "aten/backend.h"
+#include "aten/device_activity.h"
 #include "aten/generator.h"
 #include "aten/host_alias.h"
 #include "runtime/memory_guard.h"
@@ -199,6 +200,7 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*
       }
     }
     runtime::KernelAccess access(accessed);
+    DeviceActivity activity(schema.name().c_str(), *state.device);
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     for (const Aliased& entry : state.aliased) {
       if (entry.mutable_arg) {

@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include "aten/backend.h"
+#include "aten/device_activity.h"
 #include "aten/host_alias.h"
 #include "runtime/memory_guard.h"
 
@@ -84,6 +85,7 @@ auto run_on_host(c10::Device& device, Args&&... args) {
   c10::DeviceGuard guard(device);
   wait_for_current_stream(device);
   runtime::KernelAccess access(host.accessed);
+  DeviceActivity activity(Op::name, device);
   return std::apply(
       [](auto&&... converted) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), converted...); },
       host_args);

@@ -17,6 +17,7 @@
 #include <torch/library.h>
 
 #include "aten/backend.h"
+#include "aten/device_activity.h"
 #include "aten/device_allocator.h"
 #include "aten/host_alias.h"
 #include "runtime/memory_guard.h"
@@ -110,6 +111,7 @@ struct OutputAccess {
       OnDevice<CpuKernel> op(device);                                                              \
       op.meta(self, other);                                                                        \
       runtime::KernelAccess access(OutputAccess(op).pointers);                                     \
+      DeviceActivity activity("aten::" #name, device);                                             \
       op.impl(self, other, op.outputs[0]);                                                         \
       return std::move(op.outputs[0]);                                                             \
     });                                                                                            \
@@ -124,6 +126,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
     OnDevice<at::native::structured_addmm_out_cpu> op(device);
     op.meta(self, mat1, mat2, beta, alpha);
     runtime::KernelAccess access(OutputAccess(op).pointers);
+    DeviceActivity activity("aten::addmm", device);
     op.impl(self, mat1, mat2, beta, alpha, op.outputs[0]);
     return std::move(op.outputs[0]);
   });

@@ -14,6 +14,7 @@
 #include <c10/core/DeviceType.h>
 #include <c10/util/Exception.h>
 
+#include "aten/autocast.h"
 #include "aten/backend.h"
 #include "aten/device_allocator.h"
 #include "aten/device_guard.h"
@@ -21,6 +22,8 @@
 #include "aten/hooks.h"
 #include "aten/host_allocator.h"
 #include "aten/kernels.h"
+#include "aten/kineto_profiler.h"
+#include "aten/profiler_stubs.h"
 #include "runtime/errors.h"
 #include "runtime/memory_guard.h"
 #include "runtime/platform.h"
@@ -63,6 +66,11 @@ void register_backend(const std::string& device_type, const std::string& platfor
   register_host_allocator(type);
   register_device_guard(type);
   register_kernels(type);
+  register_autocast(type);
+  if (type == c10::DeviceType::PrivateUse1) {
+    register_privateuse1_profiler();
+    register_privateuse1_profiler_stubs();
+  }
 }
 
 py::dict device_stats(const std::string& device_type, int device) {
