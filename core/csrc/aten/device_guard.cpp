@@ -69,6 +69,12 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
     return platform == nullptr ? 0 : static_cast<c10::DeviceIndex>(platform->device_count());
   }
 
+  // Kernels run on the host, so every dtype the CPU handles is supported.
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    checked_device_index(type_, device.index());
+    return c10::DeviceCapability();
+  }
+
   bool queryStream(const c10::Stream& stream) const override { return runtime_stream(stream).query(); }
 
   void synchronizeStream(const c10::Stream& stream) const override {

@@ -87,9 +87,15 @@ class ActivityProfiler final : public libkineto::IActivityProfiler {
   const std::string& name() const override { return name_; }
   const std::set<libkineto::ActivityType>& availableActivities() const override { return activities_; }
 
-  std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<libkineto::ActivityType>& /*types*/,
+  // Kineto offers every session to every plug-in; record only when device activity was asked for.
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<libkineto::ActivityType>& types,
                                                                  const libkineto::Config& /*config*/) override {
-    return std::make_unique<Session>();
+    for (libkineto::ActivityType type : activities_) {
+      if (types.count(type) > 0) {
+        return std::make_unique<Session>();
+      }
+    }
+    return nullptr;
   }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t /*ts_ms*/, int64_t /*duration_ms*/,

@@ -211,6 +211,10 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
     def reset_peak_memory_stats(device: Any = None) -> None:
         native().reset_peak_memory_stats(key, _index(device))
 
+    def reset_max_memory_allocated(device: Any = None) -> None:
+        """The older spelling of ``reset_peak_memory_stats`` (as in torch.cuda)."""
+        reset_peak_memory_stats(device)
+
     def reset_accumulated_memory_stats(device: Any = None) -> None:
         native().reset_accumulated_memory_stats(key, _index(device))
 
@@ -312,9 +316,11 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         "memory_reserved": memory_reserved,
         "max_memory_reserved": max_memory_reserved,
         "reset_peak_memory_stats": reset_peak_memory_stats,
+        "reset_max_memory_allocated": reset_max_memory_allocated,
         "reset_accumulated_memory_stats": reset_accumulated_memory_stats,
         "empty_cache": empty_cache,
         "mem_get_info": mem_get_info,
+        "OutOfMemoryError": torch.OutOfMemoryError,
         "memory_summary": memory_summary,
         "manual_seed": manual_seed,
         "manual_seed_all": manual_seed_all,

@@ -42,6 +42,10 @@ def activate(backend: Backend) -> BackendStatus:
     # this one then finds its result.
     import torch  # noqa: F401
 
+    from torchplug import serialization
+
+    # Even a disabled or losing backend's device may be named by a checkpoint.
+    serialization.install()
     with _lock:
         status = _statuses.get(backend.name)
         if status is None:

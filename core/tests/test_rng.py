@@ -1,0 +1,92 @@
+"""Seeding, forking and restoring the device RNG, as torch.cuda users rely on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+DRAWS = """
+import torch
+torch.manual_seed(1234)
+a = torch.rand(4, device="foo:0")
+b = torch.randn(4, device="foo:1")
+c = torch.nn.functional.dropout(torch.ones(8, device="foo"), 0.5)
+print(a.tolist(), b.tolist(), c.tolist())
+"""
+
+
+def _draws() -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", DRAWS], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_same_seed_same_numbers_across_processes() -> None:
+    first, second = _draws(), _draws()
+    assert first == second
+
+
+def test_manual_seed_seeds_every_device_like_the_cpu(device: str) -> None:
+    torch.manual_seed(99)
+    on_devices = [torch.rand(5, device=f"{device}:{i}").cpu() for i in range(2)]
+    torch.manual_seed(99)
+    on_cpu = torch.rand(5)
+    for drawn in on_devices:
+        assert torch.equal(drawn, on_cpu)
+
+
+def test_fork_rng_restores_the_device_state(device: str) -> None:
+    torch.manual_seed(5)
+    with torch.random.fork_rng(devices=[0], device_type=device):
+        inside = torch.rand(3, device=device)
+    after = torch.rand(3, device=device)
+    torch.manual_seed(5)
+    assert torch.equal(after.cpu(), torch.rand(3, device=device).cpu())
+    assert torch.equal(inside.cpu(), after.cpu())
+
+
+def test_rng_state_round_trip(device: str) -> None:
+    state = torch.foo.get_rng_state()
+    first = torch.randn(4, device=device)
+    torch.foo.set_rng_state(state)
+    assert torch.equal(torch.randn(4, device=device).cpu(), first.cpu())
+
+
+def test_explicit_device_generator(device: str) -> None:
+    generator = torch.Generator(device=device).manual_seed(3)
+    drawn = torch.rand(4, device=device, generator=generator)
+    generator.manual_seed(3)
+    assert torch.equal(torch.rand(4, device=device, generator=generator).cpu(), drawn.cpu())
+
+
+def test_dropout_is_reproducible(device: str) -> None:
+    x = torch.ones(64, device=device)
+    torch.manual_seed(0)
+    first = F.dropout(x, 0.3)
+    torch.manual_seed(0)
+    assert torch.equal(F.dropout(x, 0.3).cpu(), first.cpu())
+    assert 0 < int((first == 0).sum()) < 64
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpoint_replays_dropout_with_preserved_rng(device: str, use_reentrant: bool) -> None:
+    layer = torch.nn.Linear(16, 16).to(device)
+    x = torch.randn(8, 16, device=device, requires_grad=True)
+
+    def block(t: torch.Tensor) -> torch.Tensor:
+        return F.dropout(layer(t), 0.5, training=True)
+
+    torch.manual_seed(11)
+    checkpoint(block, x, use_reentrant=use_reentrant, preserve_rng_state=True).sum().backward()
+    recomputed = x.grad.clone()
+    x.grad = None
+    torch.manual_seed(11)
+    block(x).sum().backward()
+    assert torch.equal(recomputed.cpu(), x.grad.cpu())
