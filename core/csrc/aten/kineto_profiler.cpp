@@ -47,6 +47,11 @@ class Session final : public libkineto::IActivityProfilerSession {
   void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback launched_by,
                     int64_t /*window_start*/, int64_t /*window_end*/) override {
     for (RecordedActivity& recorded : take_recorded_activities()) {
+      // torch attributes kernel and copy activities to the PrivateUse1 device;
+      // work on other simulated devices (hpu) would be miscounted as its time.
+      if (recorded.device.type() != c10::DeviceType::PrivateUse1) {
+        continue;
+      }
       auto activity = std::make_unique<libkineto::GenericTraceActivity>(span_, kineto_type(recorded.kind),
                                                                         std::move(recorded.name));
       activity->startTime = recorded.start_ns;

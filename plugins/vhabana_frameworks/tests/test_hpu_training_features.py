@@ -1,5 +1,6 @@
 """Autocast, checkpoints, RNG and the fork rule on `hpu` (core features, HPU key)."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -93,3 +94,20 @@ def test_fork_after_init_refuses_and_spawn_works(tmp_path: Path) -> None:
     fork, spawn = result.stdout.splitlines()
     assert fork.startswith("fork Cannot re-initialize hpu in forked subprocess")
     assert spawn == "spawn 2.0"
+
+
+def test_profiler_records_hpu_ops_on_the_cpu_side_only(tmp_path: Path) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randn(16, 16).to("hpu")
+    activities = [ProfilerActivity.CPU, ProfilerActivity.HPU, ProfilerActivity.PrivateUse1]
+    with profile(activities=activities) as prof:
+        torch.mm(a, a)
+    names = {event.key for event in prof.key_averages()}
+    assert "aten::mm" in names
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    events = json.loads(trace.read_text())["traceEvents"]
+    # No device-side hook exists for the HPU key; its kernels must not be
+    # reported as another device's time.
+    assert not [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
