@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import torch
 
@@ -114,3 +115,11 @@ def test_explicit_import_with_autoload_off() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "npu:0 True"
+
+
+def test_checkpoint_round_trip_with_map_location(npu: str, tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"weight": torch.arange(3.0, device="npu")}, path)
+    moved = torch.load(path, map_location="npu:1", weights_only=True)["weight"]
+    assert moved.device == torch.device("npu", 1)
+    torch.testing.assert_close(moved.cpu(), torch.arange(3.0))
