@@ -105,13 +105,13 @@ class _ChildRun:
         self.device = device
         self.reason = reason
         self.nodeids: list[str] = []
-        self._outcomes: dict[str, ChildOutcome] | None = None
+        self._outcomes: dict[tuple[str, str], ChildOutcome] | None = None
         self._output = ""
 
     def outcome_of(self, nodeid: str) -> ChildOutcome:
         if self._outcomes is None:
             self._outcomes = self._run()
-        outcome = self._outcomes.get(_address_key(*_junit_address(nodeid)))
+        outcome = self._outcomes.get(_junit_address(nodeid))
         if outcome is None:
             return ChildOutcome(
                 "failed",
@@ -120,7 +120,7 @@ class _ChildRun:
             )
         return outcome
 
-    def _run(self) -> dict[str, ChildOutcome]:
+    def _run(self) -> dict[tuple[str, str], ChildOutcome]:
         rootdir = Path(self.config.rootpath)
         environment = {
             name: value
@@ -174,8 +174,9 @@ def _junit_address(nodeid: str) -> tuple[str, str]:
     return ".".join(names[:-1]), names[-1]
 
 
-def _read_junit(report: Path) -> dict[str, ChildOutcome]:
-    outcomes: dict[str, ChildOutcome] = {}
+def _read_junit(report: Path) -> dict[tuple[str, str], ChildOutcome]:
+    """Outcomes by (classname, name), as ``_junit_address`` computes them."""
+    outcomes: dict[tuple[str, str], ChildOutcome] = {}
     for case in ElementTree.parse(report).iter("testcase"):
         address = (case.get("classname", ""), case.get("name", ""))
         problems = [element for element in case if element.tag in ("failure", "error")]
@@ -191,12 +192,8 @@ def _read_junit(report: Path) -> dict[str, ChildOutcome]:
             outcome = ChildOutcome("skipped", skipped.get("message", ""))
         else:
             outcome = ChildOutcome("passed")
-        outcomes[_address_key(*address)] = outcome
+        outcomes[address] = outcome
     return outcomes
-
-
-def _address_key(classname: str, name: str) -> str:
-    return f"{classname}::{name}"
 
 
 class ChildProcessItem(pytest.Item):
