@@ -32,6 +32,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(uv, "build", "--package", "torchplug", "-o", str(out))
     run(uv, "build", "--package", "torch_foo", "-o", str(out))
     run(uv, "build", "--package", "vhabana_frameworks", "-o", str(out))
+    run(uv, "build", "--package", "torch_vnpu", "-o", str(out))
     return out
 
 
@@ -43,6 +44,10 @@ def test_sdists_hold_sources_not_build_outputs(wheels: Path) -> None:
     assert any(name.endswith("csrc/runtime/platform.cpp") for name in names)
     assert any(name.endswith("CMakeLists.txt") for name in names)
     assert not any("/build/" in name for name in names)
+    with tarfile.open(next(wheels.glob("torch_vnpu-*.tar.gz"))) as archive:
+        names = archive.getnames()
+    assert any(name.endswith("csrc/fused_loops.cpp") for name in names)
+    assert not any("/build/" in name or "/tests/" in name for name in names)
 
 
 def test_wheels_have_complete_metadata(wheels: Path) -> None:
@@ -60,7 +65,7 @@ def test_wheels_have_complete_metadata(wheels: Path) -> None:
             "Classifier:",
         ):
             assert field in metadata, f"{wheel.name} lacks {field}"
-        if wheel.name.startswith("torchplug-"):
+        if wheel.name.startswith(("torchplug-", "torch_vnpu-")):
             assert "Requires-Dist: torch==2.15.0" in metadata
 
 
@@ -86,3 +91,22 @@ def test_clean_venv_install_autoloads(wheels: Path, tmp_path: Path) -> None:
     ]
     doctor = run(str(venv / "bin" / "torchplug"), "doctor", "--json", cwd=tmp_path, env=env)
     assert '"status": "active"' in doctor
+
+
+def test_clean_venv_install_of_the_npu_wheel(wheels: Path, tmp_path: Path) -> None:
+    """torch_vnpu's compiled operators load from the installed wheel, next to torch_foo."""
+    uv = shutil.which("uv")
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
+    run(uv, "venv", "--python", sys.executable, str(venv), env=env)
+    python = venv / "bin" / "python"
+    run(uv, "pip", "install", "--python", str(python), *map(str, wheels.glob("*.whl")), env=env)
+    out = run(
+        str(python),
+        "-c",
+        "import torch; x = torch.zeros(2, device='npu'); "
+        "print(torch.accelerator.current_accelerator(), torch.ops.npu.fast_gelu(x).tolist())",
+        cwd=tmp_path,
+        env={**env, "TORCHPLUG_PRIVATEUSE1": "npu"},
+    )
+    assert out.splitlines() == ["npu [0.0, 0.0]"]

@@ -1,0 +1,11 @@
+// torch_vnpu._C: importing it loads this library, whose static
+// initializers register the npu operators with the dispatcher.
+#include <Python.h>
+
+PyMODINIT_FUNC PyInit__C() {
+  static PyModuleDef definition = {
+      PyModuleDef_HEAD_INIT, "torch_vnpu._C",
+      "The npu vendor operators (torch.ops.npu.*), registered when this module is imported.", -1,
+      nullptr};
+  return PyModule_Create(&definition);
+}

@@ -1,0 +1,28 @@
+// The npu operator library: schemas, and the fused kernels for the CPU and
+// the npu (PrivateUse1) dispatch keys. Autograd formulas and the fake (meta)
+// implementations for torch.compile are registered from Python
+// (torch_vnpu/_ops.py), next to the wrappers users call.
+#include <torch/library.h>
+
+#include "ops.h"
+
+TORCH_LIBRARY(npu, m) {
+  m.def("fast_gelu(Tensor self) -> Tensor");
+  m.def("fast_gelu_backward(Tensor grad, Tensor self) -> Tensor");
+  m.def("rms_norm(Tensor self, Tensor weight, float eps=1e-06) -> Tensor");
+  m.def("rms_norm_backward(Tensor grad, Tensor self, Tensor weight, float eps) -> (Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) {
+  m.impl("fast_gelu", &torch_vnpu::fast_gelu);
+  m.impl("fast_gelu_backward", &torch_vnpu::fast_gelu_backward);
+  m.impl("rms_norm", &torch_vnpu::rms_norm);
+  m.impl("rms_norm_backward", &torch_vnpu::rms_norm_backward);
+}
+
+TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {
+  m.impl("fast_gelu", &torch_vnpu::fast_gelu);
+  m.impl("fast_gelu_backward", &torch_vnpu::fast_gelu_backward);
+  m.impl("rms_norm", &torch_vnpu::rms_norm);
+  m.impl("rms_norm_backward", &torch_vnpu::rms_norm_backward);
+}
