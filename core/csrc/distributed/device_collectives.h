@@ -23,6 +23,10 @@ class DeviceCollectives final : public c10d::Backend {
   bool supportsCoalescing() const override { return false; }
   void setBoundDeviceId(std::optional<at::Device> device) override;
   void setTimeout(std::chrono::milliseconds timeout) override;
+  // Sequence numbers are the transport's: TORCH_DISTRIBUTED_DEBUG=DETAIL's
+  // consistency checks (mismatched collectives and shapes) rely on them.
+  void setSequenceNumberForGroup() override { transport_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return transport_->getSequenceNumberForGroup(); }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
