@@ -1,16 +1,19 @@
 """Multi-process scenarios for test_distributed.py: one process per rank.
 
-Usage: python distributed_scenarios.py SCENARIO DEVICE RANK WORLD_SIZE STORE_FILE
+Usage: python distributed_scenarios.py SCENARIO[,SCENARIO...] DEVICE RANK WORLD_SIZE STORE_FILE
 
-Each scenario checks its results itself (against what the CPU computes) and
-exits non-zero with the reason on failure; expected errors are printed as
-``ERROR: <message>`` for the test to inspect.
+The scenarios run one after the other in the same processes (starting Python
+and torch is the slow part), each with a process group of its own. Each
+checks its results itself (against what the CPU computes). The output has a
+section per scenario: ``BEGIN <name>``, expected errors as ``ERROR: <message>``,
+then ``END <name> OK`` or ``END <name> FAILED`` after the traceback.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -32,7 +35,7 @@ def scenario(function: Scenario) -> Scenario:
 def init(device: str, rank: int, world: int, backend: str | None = None) -> None:
     dist.init_process_group(
         backend,
-        init_method=f"file://{os.environ['STORE_FILE']}",
+        init_method=f"file://{os.environ['STORE_FILE']}.{os.environ['SCENARIO']}",
         rank=rank,
         world_size=world,
         timeout=TIMEOUT,
@@ -289,14 +292,21 @@ def fsdp2(device: str, rank: int, world: int) -> None:
 
 
 def main() -> None:
-    name, device, rank, world, store = sys.argv[1:]
+    names, device, rank, world, store = sys.argv[1:]
     os.environ["STORE_FILE"] = store
-    try:
-        SCENARIOS[name](device, int(rank), int(world))
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    print("OK", flush=True)
+    for name in names.split(","):
+        os.environ["SCENARIO"] = name
+        print(f"BEGIN {name}", flush=True)
+        status = "OK"
+        try:
+            SCENARIOS[name](device, int(rank), int(world))
+        except Exception:
+            traceback.print_exc(file=sys.stdout)
+            status = "FAILED"
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        print(f"END {name} {status}", flush=True)
 
 
 if __name__ == "__main__":
