@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as functional
@@ -85,6 +86,9 @@ def collectives(device: str, rank: int, world: int) -> None:
         tensor = bits[rank].to(device)
         dist.all_reduce(tensor, op=op)
         expect_equal(f"all_reduce {op}", tensor, value)
+
+    with pytest.raises(RuntimeError, match=r"ReduceOp\.AVG needs floating-point tensors"):
+        dist.all_reduce(bits[rank].to(device), op=dist.ReduceOp.AVG)
 
     tensor = per_rank(rank).to(device)
     dist.broadcast(tensor, src=world - 1)

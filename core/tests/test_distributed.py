@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 from distributed_launch import Rank, assert_local_rank_binding, assert_ok, run_ranks
@@ -65,3 +66,29 @@ def test_registration_is_cheap_and_lazy() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert result.stdout.split() == ["torchplug", "torchplug", "['foo',", "'hpu']", "False"]
+
+
+def test_local_rank_beyond_the_simulated_devices_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from torchplug import distributed
+
+    count = torch.foo.device_count()
+    monkeypatch.setenv("LOCAL_RANK", str(count))
+    assert torch.foo.current_device() == 0
+    with pytest.raises(RuntimeError, match=f"TORCHPLUG_DEVICE_COUNT={count + 1}"):
+        distributed._bind_local_rank()
+    assert torch.foo.current_device() == 0
+
+
+def test_strict_device_memory_is_refused() -> None:
+    from torchplug import _C, distributed
+
+    _C.set_strict_mode(True)
+    try:
+        with pytest.raises(RuntimeError, match="Unset TORCHPLUG_STRICT_MEMORY"):
+            distributed._create(None, 0, 1, timedelta(seconds=5))
+    finally:
+        _C.set_strict_mode(False)
