@@ -204,6 +204,55 @@ def bench_import(rounds: int) -> tuple[list[Figure], dict[str, float]]:
     return figures, per_backend
 
 
+def bench_allreduce(device: str, rounds: int, mib: float = 64.0, world: int = 2) -> Figure:
+    """Bus bandwidth of all_reduce on `world` ranks: device tensors vs CPU tensors over Gloo."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="torchplug-bench-") as scratch:
+        store = os.path.join(scratch, "store")
+        ranks = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "torchplug.distributed_bench",
+                    device,
+                    str(rank),
+                    str(world),
+                    store,
+                    str(mib),
+                    str(rounds),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for rank in range(world)
+        ]
+        outputs = [rank.communicate(timeout=600) for rank in ranks]
+    for rank, (process, (_, err)) in enumerate(zip(ranks, outputs, strict=True)):
+        if process.returncode != 0:
+            raise RuntimeError(f"all_reduce benchmark rank {rank} failed:\n{err}")
+    seconds = json.loads(outputs[0][0].strip().splitlines()[-1])
+    # Bus bandwidth (as nccl-tests defines it): what each link carries.
+    traffic = mib * (1 << 20) * 2 * (world - 1) / world
+
+    def busbw(name: str) -> float:
+        return traffic / seconds[name] / 1e9
+
+    ratio = busbw(device) / busbw("cpu")
+    return Figure(
+        f"all_reduce {mib:g} MiB float32, {world} ranks (bus bandwidth)",
+        "cpu, gloo",
+        busbw("cpu"),
+        busbw(device),
+        "GB/s",
+        ratio,
+        ">= 0.8x",
+        ratio >= 0.8,
+    )
+
+
 def render(figures: list[Figure]) -> str:
     rows = [("benchmark", "baseline", "device", "ratio", "target", "met")]
     for f in figures:
@@ -259,6 +308,8 @@ def run(device: str | None, only: list[str], rounds: int, as_json: bool, pin: bo
         figures.append(bench_tiny_op(device, rounds))
     if "copy" in only:
         figures += bench_copies(device, rounds)
+    if "allreduce" in only:
+        figures.append(bench_allreduce(device, rounds))
     if "import" in only:
         import_figures, per_backend = bench_import(rounds)
         figures += import_figures

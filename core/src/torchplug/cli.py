@@ -13,7 +13,7 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-BENCHMARKS = ("mlp", "tiny", "copy", "import")
+BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import")
 
 
 def _bench(args: argparse.Namespace) -> int:

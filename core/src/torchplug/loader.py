@@ -181,3 +181,6 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
         device_module.add_tensor_methods(name)
     if backend.setup is not None:
         backend.setup(module)
+    from torchplug import distributed
+
+    distributed.register(name)

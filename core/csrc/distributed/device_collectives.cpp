@@ -1,0 +1,318 @@
+#include "distributed/device_collectives.h"
+
+#include <ATen/ops/div.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "distributed/device_work.h"
+
+namespace torchplug::distributed {
+namespace {
+
+constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
+
+std::string device_name(c10::Device device) { return device.str(); }
+
+// A CPU tensor over the bytes of `tensor`. The alias keeps the device storage
+// alive, so memory the transport still reads or writes (an async collective
+// whose handle was dropped) cannot be freed and reused under it.
+at::Tensor alias_on_host(const at::Tensor& tensor) {
+  const c10::Storage& storage = tensor.storage();
+  auto* keep_alive = new c10::Storage(storage);
+  c10::DataPtr data(storage.mutable_data(), keep_alive,
+                    [](void* context) { delete static_cast<c10::Storage*>(context); }, c10::Device(c10::kCPU));
+  c10::Storage host_storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(data),
+                            /*allocator=*/nullptr, /*resizable=*/false);
+  auto alias = at::detail::make_tensor<c10::TensorImpl>(std::move(host_storage),
+                                                        c10::DispatchKeySet(c10::DispatchKey::CPU), tensor.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+  return alias;
+}
+
+// Collectives run on the host as soon as they are issued: like a kernel, they
+// must first see the work already queued on the device's current stream.
+void wait_for_current_stream(c10::Device device) {
+  const c10::impl::VirtualGuardImpl guard(device.type());
+  const c10::Stream stream = guard.getStream(device);
+  if (!guard.queryStream(stream)) {
+    guard.synchronizeStream(stream);
+  }
+}
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> all;
+  for (const auto& list : lists) {
+    all.insert(all.end(), list.begin(), list.end());
+  }
+  return all;
+}
+
+// Gloo has no AVG: it sums, and the handle divides once the sum arrived.
+struct Average {
+  bool requested = false;
+  c10d::ReduceOp transport_op;
+};
+
+Average split_average(const char* collective, const c10d::ReduceOp& op, const std::vector<at::Tensor>& tensors) {
+  if (op.op_ != c10d::ReduceOp::AVG) {
+    return {false, op};
+  }
+  for (const auto& tensor : tensors) {
+    TORCH_CHECK(at::isFloatingType(tensor.scalar_type()) || at::isComplexType(tensor.scalar_type()),
+                collective, " with ReduceOp.AVG needs floating-point tensors, got ", tensor.scalar_type(),
+                ". Use ReduceOp.SUM and divide by the world size yourself, or convert to a float dtype.");
+  }
+  return {true, c10d::ReduceOp(c10d::ReduceOp::SUM)};
+}
+
+std::function<void()> divide_by(int size, std::vector<at::Tensor> host_outputs) {
+  return [size, host_outputs = std::move(host_outputs)]() mutable {
+    for (auto& output : host_outputs) {
+      output.div_(size);
+    }
+  };
+}
+
+}  // namespace
+
+DeviceCollectives::DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size)
+    : c10d::Backend(rank, size), transport_(std::move(transport)), devices_(kDeviceTypes) {
+  TORCH_CHECK(transport_, "The torchplug collective backend needs a transport backend (Gloo).");
+}
+
+void DeviceCollectives::setBoundDeviceId(std::optional<at::Device> device) {
+  c10d::Backend::setBoundDeviceId(device);
+  if (device.has_value() && device->type() != c10::kCPU) {
+    devices_[static_cast<size_t>(device->type())] = *device;
+  }
+}
+
+void DeviceCollectives::setTimeout(std::chrono::milliseconds timeout) { transport_->setTimeout(timeout); }
+
+void DeviceCollectives::check_device(const char* collective, const at::Tensor& tensor) {
+  const c10::Device device = tensor.device();
+  TORCH_CHECK(device.type() != c10::kCPU && device.type() != c10::kMeta, collective, " got a tensor on ",
+              device_name(device), ", but the '", kBackendName,
+              "' backend moves tensors of simulated devices only. Move the tensor to the device, or give CPU "
+              "tensors a backend of their own: init_process_group(\"cpu:gloo,<device>:",
+              kBackendName, "\").");
+  TORCH_CHECK(device.has_index(), collective, " got a tensor without a device index.");
+  std::optional<at::Device>& bound = devices_[static_cast<size_t>(device.type())];
+  if (!bound.has_value()) {
+    bound = device;
+    return;
+  }
+  TORCH_CHECK(*bound == device, collective, " got a tensor on ", device_name(device), ", but this process group ",
+              "drives ", device_name(*bound), " in this process (bound by device_id= at init_process_group, or by ",
+              "the first collective). Each rank uses one device: move the tensor to ", device_name(*bound),
+              ", and call torch.", c10::DeviceTypeName(device.type(), /*lower_case=*/true),
+              ".set_device(LOCAL_RANK) before the first collective.");
+}
+
+at::Tensor DeviceCollectives::host_view(const char* collective, const at::Tensor& tensor) {
+  check_device(collective, tensor);
+  wait_for_current_stream(tensor.device());
+  return alias_on_host(tensor);
+}
+
+std::vector<at::Tensor> DeviceCollectives::host_views(const char* collective, const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> views;
+  views.reserve(tensors.size());
+  for (const auto& tensor : tensors) {
+    views.push_back(host_view(collective, tensor));
+  }
+  return views;
+}
+
+std::vector<std::vector<at::Tensor>> DeviceCollectives::host_views(
+    const char* collective, const std::vector<std::vector<at::Tensor>>& tensors) {
+  std::vector<std::vector<at::Tensor>> views;
+  views.reserve(tensors.size());
+  for (const auto& list : tensors) {
+    views.push_back(host_views(collective, list));
+  }
+  return views;
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+  auto views = host_views("broadcast", tensors);
+  return c10::make_intrusive<DeviceWork>(transport_->broadcast(views, opts), tensors, c10d::OpType::BROADCAST,
+                                         getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+  const Average average = split_average("all_reduce", opts.reduceOp, tensors);
+  auto views = host_views("all_reduce", tensors);
+  c10d::AllreduceOptions transport_opts = opts;
+  transport_opts.reduceOp = average.transport_op;
+  auto work = transport_->allreduce(views, transport_opts);
+  return c10::make_intrusive<DeviceWork>(std::move(work), tensors, c10d::OpType::ALLREDUCE, getRank(),
+                                         average.requested ? divide_by(getSize(), views) : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                      const c10d::AllreduceCoalescedOptions& opts) {
+  const Average average = split_average("all_reduce_coalesced", opts.reduceOp, tensors);
+  auto views = host_views("all_reduce_coalesced", tensors);
+  c10d::AllreduceCoalescedOptions transport_opts = opts;
+  transport_opts.reduceOp = average.transport_op;
+  auto work = transport_->allreduce_coalesced(views, transport_opts);
+  return c10::make_intrusive<DeviceWork>(std::move(work), tensors, c10d::OpType::ALLREDUCE_COALESCED, getRank(),
+                                         average.requested ? divide_by(getSize(), views) : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::ReduceOptions& opts) {
+  const Average average = split_average("reduce", opts.reduceOp, tensors);
+  auto views = host_views("reduce", tensors);
+  c10d::ReduceOptions transport_opts = opts;
+  transport_opts.reduceOp = average.transport_op;
+  auto work = transport_->reduce(views, transport_opts);
+  const bool is_root = getRank() == opts.rootRank;
+  return c10::make_intrusive<DeviceWork>(std::move(work), tensors, c10d::OpType::REDUCE, getRank(),
+                                         average.requested && is_root ? divide_by(getSize(), views) : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllgatherOptions& opts) {
+  auto output_views = host_views("all_gather", outputs);
+  auto input_views = host_views("all_gather", inputs);
+  return c10::make_intrusive<DeviceWork>(transport_->allgather(output_views, input_views, opts), flatten(outputs),
+                                         c10d::OpType::ALLGATHER, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                  const c10d::AllgatherOptions& opts) {
+  auto output_view = host_view("all_gather_into_tensor", output);
+  auto input_view = host_view("all_gather_into_tensor", input);
+  return c10::make_intrusive<DeviceWork>(transport_->_allgather_base(output_view, input_view, opts),
+                                         std::vector<at::Tensor>{output}, c10d::OpType::_ALLGATHER_BASE, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                                      std::vector<at::Tensor>& inputs,
+                                                                      const c10d::AllgatherOptions& opts) {
+  auto output_views = host_views("all_gather_coalesced", outputs);
+  auto input_views = host_views("all_gather_coalesced", inputs);
+  return c10::make_intrusive<DeviceWork>(transport_->allgather_coalesced(output_views, input_views, opts),
+                                         flatten(outputs), c10d::OpType::ALLGATHER_COALESCED, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  auto output_views = host_views("all_gather_into_tensor_coalesced", outputs);
+  auto input_views = host_views("all_gather_into_tensor_coalesced", inputs);
+  return c10::make_intrusive<DeviceWork>(
+      transport_->allgather_into_tensor_coalesced(output_views, input_views, opts), outputs,
+      c10d::OpType::COALESCED, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::GatherOptions& opts) {
+  auto output_views = host_views("gather", outputs);
+  auto input_views = host_views("gather", inputs);
+  return c10::make_intrusive<DeviceWork>(transport_->gather(output_views, input_views, opts), flatten(outputs),
+                                         c10d::OpType::GATHER, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::scatter(std::vector<at::Tensor>& outputs,
+                                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                                          const c10d::ScatterOptions& opts) {
+  auto output_views = host_views("scatter", outputs);
+  auto input_views = host_views("scatter", inputs);
+  return c10::make_intrusive<DeviceWork>(transport_->scatter(output_views, input_views, opts), outputs,
+                                         c10d::OpType::SCATTER, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<std::vector<at::Tensor>>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) {
+  const Average average = split_average("reduce_scatter", opts.reduceOp, outputs);
+  auto output_views = host_views("reduce_scatter", outputs);
+  auto input_views = host_views("reduce_scatter", inputs);
+  c10d::ReduceScatterOptions transport_opts = opts;
+  transport_opts.reduceOp = average.transport_op;
+  auto work = transport_->reduce_scatter(output_views, input_views, transport_opts);
+  return c10::make_intrusive<DeviceWork>(std::move(work), outputs, c10d::OpType::REDUCE_SCATTER, getRank(),
+                                         average.requested ? divide_by(getSize(), output_views) : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                       const c10d::ReduceScatterOptions& opts) {
+  const Average average = split_average("reduce_scatter_tensor", opts.reduceOp, {output});
+  auto output_view = host_view("reduce_scatter_tensor", output);
+  auto input_view = host_view("reduce_scatter_tensor", input);
+  c10d::ReduceScatterOptions transport_opts = opts;
+  transport_opts.reduceOp = average.transport_op;
+  auto work = transport_->_reduce_scatter_base(output_view, input_view, transport_opts);
+  return c10::make_intrusive<DeviceWork>(std::move(work), std::vector<at::Tensor>{output},
+                                         c10d::OpType::_REDUCE_SCATTER_BASE, getRank(),
+                                         average.requested ? divide_by(getSize(), {output_view}) : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  const Average average = split_average("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
+  auto output_views = host_views("reduce_scatter_tensor_coalesced", outputs);
+  auto input_views = host_views("reduce_scatter_tensor_coalesced", inputs);
+  c10d::ReduceScatterOptions transport_opts = opts;
+  transport_opts.reduceOp = average.transport_op;
+  auto work = transport_->reduce_scatter_tensor_coalesced(output_views, input_views, transport_opts);
+  return c10::make_intrusive<DeviceWork>(std::move(work), outputs, c10d::OpType::COALESCED, getRank(),
+                                         average.requested ? divide_by(getSize(), output_views) : nullptr);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                                std::vector<int64_t>& output_split_sizes,
+                                                                std::vector<int64_t>& input_split_sizes,
+                                                                const c10d::AllToAllOptions& opts) {
+  auto output_view = host_view("all_to_all_single", output);
+  auto input_view = host_view("all_to_all_single", input);
+  return c10::make_intrusive<DeviceWork>(
+      transport_->alltoall_base(output_view, input_view, output_split_sizes, input_split_sizes, opts),
+      std::vector<at::Tensor>{output}, c10d::OpType::ALLTOALL_BASE, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::alltoall(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllToAllOptions& opts) {
+  auto output_views = host_views("all_to_all", outputs);
+  auto input_views = host_views("all_to_all", inputs);
+  return c10::make_intrusive<DeviceWork>(transport_->alltoall(output_views, input_views, opts), outputs,
+                                         c10d::OpType::ALLTOALL, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  auto views = host_views("send", tensors);
+  return c10::make_intrusive<DeviceWork>(transport_->send(views, dst_rank, tag), tensors, c10d::OpType::SEND,
+                                         getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  auto views = host_views("recv", tensors);
+  return c10::make_intrusive<DeviceWork>(transport_->recv(views, src_rank, tag), tensors, c10d::OpType::RECV,
+                                         getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  auto views = host_views("recv", tensors);
+  return c10::make_intrusive<DeviceWork>(transport_->recvAnysource(views, tag), tensors,
+                                         c10d::OpType::RECVANYSOURCE, getRank());
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::barrier(const c10d::BarrierOptions& opts) {
+  c10d::BarrierOptions transport_opts = opts;
+  transport_opts.device = std::nullopt;
+  transport_opts.device_ids.clear();
+  if (opts.device.has_value() && opts.device->type() != c10::kCPU) {
+    wait_for_current_stream(*opts.device);
+  }
+  return c10::make_intrusive<DeviceWork>(transport_->barrier(transport_opts), std::vector<at::Tensor>{},
+                                         c10d::OpType::BARRIER, getRank());
+}
+
+}  // namespace torchplug::distributed

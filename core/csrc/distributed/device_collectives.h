@@ -1,0 +1,88 @@
+#pragma once
+// A c10d backend for torchplug's simulated devices. Device memory is host
+// memory, so every collective runs on CPU tensors that alias the device
+// tensors (no staging copy) through a Gloo backend that owns the transport:
+// real processes, real sockets, PyTorch's own implementation of each algorithm.
+#include <optional>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+namespace torchplug::distributed {
+
+// The name users pass to init_process_group (e.g. "cpu:gloo,foo:torchplug").
+inline constexpr const char* kBackendName = "torchplug";
+
+class DeviceCollectives final : public c10d::Backend {
+ public:
+  // `transport` is a Gloo backend of the same rank and size, created on a
+  // store of its own; it only ever sees CPU tensors.
+  DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size);
+
+  const std::string getBackendName() const override { return kBackendName; }
+  bool supportsCoalescing() const override { return false; }
+  void setBoundDeviceId(std::optional<at::Device> device) override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  // Sequence numbers are the transport's: TORCH_DISTRIBUTED_DEBUG=DETAIL's
+  // consistency checks (mismatched collectives and shapes) rely on them.
+  void setSequenceNumberForGroup() override { transport_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return transport_->getSequenceNumberForGroup(); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  c10::intrusive_ptr<c10d::Backend> transport() const { return transport_; }
+
+ private:
+  // Checks that `tensors` live on the device this group drives, waits for the
+  // work queued on that device's current stream, and returns CPU aliases.
+  std::vector<at::Tensor> host_views(const char* collective, const std::vector<at::Tensor>& tensors);
+  std::vector<std::vector<at::Tensor>> host_views(const char* collective,
+                                                  const std::vector<std::vector<at::Tensor>>& tensors);
+  at::Tensor host_view(const char* collective, const at::Tensor& tensor);
+  void check_device(const char* collective, const at::Tensor& tensor);
+
+  c10::intrusive_ptr<c10d::Backend> transport_;
+  std::vector<std::optional<at::Device>> devices_;  // per device type: the device bound to this group
+};
+
+}  // namespace torchplug::distributed

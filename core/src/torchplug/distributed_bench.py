@@ -1,0 +1,69 @@
+"""One rank of ``torchplug bench --only allreduce``.
+
+Both candidates run in the same processes and the same process group
+(``cpu:gloo,<device>:torchplug``), interleaved round by round: all_reduce
+of CPU tensors through Gloo (the baseline) and of device tensors through the
+torchplug backend. Rank 0 prints the medians as JSON.
+
+Usage: python -m torchplug.distributed_bench DEVICE RANK WORLD STORE_FILE MIB ROUNDS
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import timedelta
+
+
+def _seconds_per_all_reduce(tensor: object, repeat: int) -> float:
+    import torch.distributed as dist
+
+    dist.barrier()
+    started = time.perf_counter()
+    for _ in range(repeat):
+        dist.all_reduce(tensor)
+    return (time.perf_counter() - started) / repeat
+
+
+def main() -> None:
+    import torch
+    import torch.distributed as dist
+
+    device, rank, world, store, mib, rounds = sys.argv[1:]
+    rank, world, rounds = int(rank), int(world), int(rounds)
+    if hasattr(os, "sched_setaffinity"):
+        # The parent pins itself to one core for the single-process figures;
+        # the ranks of this benchmark spread over the machine like real ones.
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    dist.init_process_group(
+        f"cpu:gloo,{device}:torchplug",
+        init_method=f"file://{store}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=120),
+    )
+    elements = int(float(mib) * (1 << 20)) // 4
+    tensors = {
+        "cpu": torch.ones(elements, dtype=torch.float32),
+        device: torch.ones(elements, dtype=torch.float32, device=device),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in tensors}
+    for tensor in tensors.values():
+        dist.all_reduce(tensor)  # connect and warm up
+    for _ in range(rounds):
+        for name, tensor in tensors.items():
+            samples[name].append(_seconds_per_all_reduce(tensor, repeat=3))
+    if rank == 0:
+        sys.stdout.write(
+            json.dumps({name: statistics.median(values) for name, values in samples.items()}) + "\n"
+        )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

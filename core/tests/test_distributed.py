@@ -1,0 +1,123 @@
+"""The 'torchplug' collective backend on foo, with real processes on localhost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+from distributed_launch import Rank, assert_local_rank_binding, assert_ok, run_ranks
+
+# Scenarios that leave the processes healthy share one launch (starting Python
+# and torch is the slow part), under torchrun's LOCAL_RANK: rank r drives device r.
+SCENARIOS = [
+    "collectives",
+    "stream_order",
+    "default_backend",
+    "local_rank_device",
+    "ddp",
+    "fsdp2",
+]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Rank]:
+    return run_ranks(SCENARIOS, "foo", tmp_path_factory.mktemp("dist-foo"), local_rank=True)
+
+
+def test_collectives_equal_cpu_results(ranks: list[Rank]) -> None:
+    assert_ok(ranks, "collectives")
+
+
+def test_collectives_wait_for_the_current_stream(ranks: list[Rank]) -> None:
+    assert_ok(ranks, "stream_order")
+
+
+def test_default_backend_serves_the_accelerator_only(ranks: list[Rank]) -> None:
+    assert_ok(ranks, "default_backend")
+    for rank in ranks:
+        assert rank.errors("default_backend") == [
+            "ERROR: No backend type associated with device type cpu"
+        ]
+
+
+def test_local_rank_selects_the_device(ranks: list[Rank]) -> None:
+    assert_local_rank_binding(ranks, "foo")
+
+
+def test_ddp_equals_single_process_training(ranks: list[Rank]) -> None:
+    assert_ok(ranks, "ddp")
+
+
+def test_fsdp2_equals_single_process_training(ranks: list[Rank]) -> None:
+    assert_ok(ranks, "fsdp2")
+
+
+def test_registration_is_cheap_and_lazy() -> None:
+    probe = (
+        "import sys, torch, torch.distributed as dist\n"
+        "print(dist.Backend.default_device_backend_map.get('foo'),"
+        " dist.Backend.default_device_backend_map.get('hpu'),"
+        " sorted(dist.Backend.backend_capability['torchplug']),"
+        " 'torchplug._distributed' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.split() == ["torchplug", "torchplug", "['foo',", "'hpu']", "False"]
+
+
+def test_local_rank_beyond_the_simulated_devices_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from torchplug import distributed
+
+    count = torch.foo.device_count()
+    monkeypatch.setenv("LOCAL_RANK", str(count))
+    assert torch.foo.current_device() == 0
+    with pytest.raises(RuntimeError, match=f"TORCHPLUG_DEVICE_COUNT={count + 1}"):
+        distributed._bind_local_rank()
+    assert torch.foo.current_device() == 0
+
+
+def test_strict_device_memory_is_refused() -> None:
+    from torchplug import _C, distributed
+
+    _C.set_strict_mode(True)
+    try:
+        with pytest.raises(RuntimeError, match="Unset TORCHPLUG_STRICT_MEMORY"):
+            distributed._create(None, 0, 1, timedelta(seconds=5))
+    finally:
+        _C.set_strict_mode(False)
+
+
+def test_allreduce_benchmark_reports_bus_bandwidth() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torchplug.cli",
+            "bench",
+            "--only",
+            "allreduce",
+            "--rounds",
+            "1",
+            "--device",
+            "foo",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    (figure,) = json.loads(result.stdout)["figures"]
+    assert figure["name"].startswith("all_reduce 64 MiB float32, 2 ranks")
+    assert figure["unit"] == "GB/s"
+    assert figure["baseline"] == "cpu, gloo"
+    assert figure["value"] > 0
+    assert figure["baseline_value"] > 0

@@ -1,0 +1,38 @@
+"""The 'torchplug' collective backend on hpu (the in-tree HPU key), with real processes."""
+
+from __future__ import annotations
+
+import pytest
+from distributed_launch import (
+    CUDA_BUILD_HPU_AUTOGRAD,
+    Rank,
+    assert_local_rank_binding,
+    assert_ok,
+    run_ranks,
+)
+
+# One launch for all scenarios, under torchrun's LOCAL_RANK; DDP last, as it
+# is expected to fail on CUDA builds of torch.
+SCENARIOS = ["collectives", "stream_order", "local_rank_device", "ddp"]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Rank]:
+    return run_ranks(SCENARIOS, "hpu", tmp_path_factory.mktemp("dist-hpu"), local_rank=True)
+
+
+def test_collectives_equal_cpu_results(ranks: list[Rank]) -> None:
+    assert_ok(ranks, "collectives")
+
+
+def test_collectives_wait_for_the_current_stream(ranks: list[Rank]) -> None:
+    assert_ok(ranks, "stream_order")
+
+
+def test_local_rank_selects_the_device(ranks: list[Rank]) -> None:
+    assert_local_rank_binding(ranks, "hpu")
+
+
+@CUDA_BUILD_HPU_AUTOGRAD
+def test_ddp(ranks: list[Rank]) -> None:
+    assert_ok(ranks, "ddp")
