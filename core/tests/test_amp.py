@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -191,3 +192,14 @@ def test_grad_scaler_skips_steps_with_non_finite_gradients(device: str) -> None:
     assert weight.grad.cpu().tolist() == [8.0, 8.0]  # scaled by 4
     scaler.step(optimizer)  # unscales to 2.0 before stepping
     assert weight.detach().cpu().tolist() == [-1.0, -1.0]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_matches_cpu_without_warnings(device: str, reduction: str) -> None:
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        on_device = F.mse_loss(a.to(device), b.to(device), reduction=reduction)
+    torch.testing.assert_close(
+        on_device.cpu(), F.mse_loss(a, b, reduction=reduction), rtol=0, atol=0
+    )

@@ -15,6 +15,7 @@
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/mean_ops.h>
+#include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/sub_ops.h>
@@ -141,6 +142,9 @@ void register_host_kernels(torch::Library& library) {
   TORCHPLUG_ON_HOST(library, "threshold_backward", threshold_backward);
   TORCHPLUG_ON_HOST(library, "sum.dim_IntList", sum_dim_IntList);
   TORCHPLUG_ON_HOST(library, "mean.dim", mean_dim);
+  // Without a device kernel, mse_loss reaches the composite that calls
+  // mse_loss.out with a 0-d out, which the CPU kernel resizes with a warning.
+  TORCHPLUG_ON_HOST(library, "mse_loss", mse_loss);
   TORCHPLUG_ON_HOST(library, "_log_softmax", _log_softmax);
   TORCHPLUG_ON_HOST(library, "_log_softmax_backward_data", _log_softmax_backward_data);
   TORCHPLUG_ON_HOST(library, "convolution_overrideable", convolution);

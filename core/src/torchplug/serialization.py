@@ -76,6 +76,8 @@ def _why_missing(device_type: str) -> str | None:
             f"{installed} (which provides '{device_type}') is installed but did not load; "
             f"run `torchplug doctor` to see why."
         )
+    # torch's own messages serve its built-in devices (cuda on a CPU box, ...);
+    # hpu is built in only as a name, the device itself always comes from a plugin.
     if _is_builtin_device_type(device_type) and device_type != "hpu":
         return None
     return (
