@@ -63,14 +63,14 @@ def test_backend_without_privateuse1_says_how_to_select_it(
 
 
 def test_device_of_an_uninstalled_backend(tmp_path: Path) -> None:
-    path = tmp_path / "npu.pt"
+    path = tmp_path / "zed.pt"
     _save(path, "foo")
-    # A checkpoint from an `npu` machine differs only in its location tags.
-    path.write_bytes(path.read_bytes().replace(b"foo:0", b"npu:0"))
+    # A checkpoint from a `zed` machine differs only in its location tags.
+    path.write_bytes(path.read_bytes().replace(b"foo:0", b"zed:0"))
     strict, unpickled, cpu = _load(path)
     for line in (strict, unpickled):
         assert line.startswith("MissingDeviceError |"), line
-        assert "no installed backend provides the 'npu' device" in line
+        assert "no installed backend provides the 'zed' device" in line
         assert "map_location='cpu'" in line
     assert cpu == "cpu [0.0, 1.0, 2.0]"
 

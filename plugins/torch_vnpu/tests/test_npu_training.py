@@ -2,7 +2,6 @@
 
 import contextlib
 
-import pytest
 import torch
 from torch import nn
 
@@ -96,13 +95,6 @@ def test_transformer_lm_trains_like_cpu(npu: str) -> None:
     torch.testing.assert_close(on_npu, cpu, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=NotImplementedError,
-    reason="the core registers no kernels for the AutocastPrivateUse1 key yet "
-    "(\"Could not run 'aten::copy_' ... from the 'Autocastnpu' backend\"); "
-    "autocast policies are being added to the core in parallel",
-)
 def test_transformer_lm_under_bf16_autocast_tracks_cpu_autocast(npu: str) -> None:
     cpu = train_lm("cpu", torch.bfloat16)
     on_npu = train_lm("npu", torch.bfloat16)
