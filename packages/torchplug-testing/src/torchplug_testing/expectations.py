@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 
@@ -40,7 +40,6 @@ class ExpectationFileError(ValueError):
 class Expectation:
     pattern: str
     reason: str
-    matched: int = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
         parts = (re.escape(part) for part in self.pattern.split("*"))
@@ -56,14 +55,7 @@ class Expectations:
     entries: list[Expectation]
 
     def find(self, test_id: str) -> Expectation | None:
-        for entry in self.entries:
-            if entry.matches(test_id):
-                entry.matched += 1
-                return entry
-        return None
-
-    def unmatched(self) -> list[Expectation]:
-        return [entry for entry in self.entries if entry.matched == 0]
+        return next((entry for entry in self.entries if entry.matches(test_id)), None)
 
 
 def opinfo_test_id(mode: str, op_id: str, dtype: str) -> str:

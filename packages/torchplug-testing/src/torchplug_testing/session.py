@@ -29,24 +29,23 @@ class ConformanceSession:
     @classmethod
     def start(cls, config: pytest.Config, device: str) -> ConformanceSession:
         check_device(device)
+        device_type = device.split(":")[0]
         path = config.getoption("expectations") or os.environ.get(EXPECTATIONS_ENV)
         try:
-            expected = (
-                expectations.load(path) if path else expectations.discover(device.split(":")[0])
-            )
+            expected = expectations.load(path) if path else expectations.discover(device_type)
         except expectations.ExpectationFileError as error:
             raise pytest.UsageError(str(error)) from error
         from torchplug_testing import fixtures
 
         config.pluginmanager.register(fixtures, "torchplug_testing.fixtures")
         global _device_under_test, _sweep_options
-        _device_under_test = device.split(":")[0]
+        _device_under_test = device_type
         _sweep_options = (
             parse_dtypes(config.getoption("dtypes")),
             None if config.getoption("full") else opinfo_default_limit(),
         )
-        config.stash[DEVICE_KEY] = _device_under_test
-        return cls(config, _device_under_test, expected)
+        config.stash[DEVICE_KEY] = device_type
+        return cls(config, device_type, expected)
 
     def header(self) -> str:
         import torch
