@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from torchplug_testing.plugin import SUITE_DIR
+
 # aten::add.Tensor on PrivateUse1 replaced by subtraction, for the child process only.
 BROKEN_ADD = textwrap.dedent(
     """
@@ -24,7 +26,8 @@ BROKEN_ADD = textwrap.dedent(
     _library.impl("add.Tensor", _wrong_add, "PrivateUse1")
     """
 )
-SELECTION = "test_forward and add-float32 or test_type_promotion_matches_cpu"
+SELECTION = "add-float32 or test_type_promotion_matches_cpu"
+MODULES = (str(SUITE_DIR / "creation.py"), str(SUITE_DIR / "opinfo_forward.py"))
 ADD_TESTS = (
     "opinfo_forward::test_forward[add-float32]",
     "creation::test_type_promotion_matches_cpu",
@@ -39,7 +42,9 @@ def broken_add(tmp_path: Path) -> dict[str, str]:
 
 
 def test_suite_reports_the_wrong_add(run_suite, broken_add) -> None:
-    run = run_suite("--device", "foo", "-p", "broken_add", "-k", SELECTION, env=broken_add)
+    run = run_suite(
+        "--device", "foo", "-p", "broken_add", "-k", SELECTION, *MODULES, env=broken_add
+    )
     assert run.result.returncode == 1, run.result.stdout[-3000:]
     for test_id in ADD_TESTS:
         assert run.outcome_of(test_id) == "unexpected_failures", test_id
@@ -48,7 +53,7 @@ def test_suite_reports_the_wrong_add(run_suite, broken_add) -> None:
 
 
 def test_same_selection_passes_with_the_real_kernel(run_suite) -> None:
-    run = run_suite("--device", "foo", "-k", SELECTION)
+    run = run_suite("--device", "foo", "-k", SELECTION, *MODULES)
     assert run.result.returncode == 0, run.result.stdout[-3000:]
     for test_id in ADD_TESTS:
         assert run.outcome_of(test_id) == "passed", test_id
@@ -72,6 +77,7 @@ def test_torchplug_check_fails_on_the_wrong_add(broken_add) -> None:
             "broken_add",
             "-k",
             SELECTION,
+            *MODULES,
         ],
         env=environment,
         capture_output=True,

@@ -2,10 +2,10 @@
 
 import pytest
 
+from torchplug_testing.plugin import SUITE_DIR
+
 
 def test_without_device_the_suite_is_not_collected(run_suite) -> None:
-    from torchplug_testing.plugin import SUITE_DIR
-
     run = run_suite("--collect-only", "-q", str(SUITE_DIR))
     assert run.report is None
     assert "no tests" in run.result.stdout, run.result.stdout[-2000:]
@@ -18,7 +18,12 @@ def test_unknown_device_is_a_usage_error(run_suite) -> None:
 
 
 def test_device_from_the_environment(run_suite) -> None:
-    run = run_suite("-k", "test_ranges_and_literals", env={"TORCHPLUG_TEST_DEVICE": "foo"})
+    run = run_suite(
+        str(SUITE_DIR / "creation.py"),
+        "-k",
+        "test_ranges_and_literals",
+        env={"TORCHPLUG_TEST_DEVICE": "foo"},
+    )
     assert run.result.returncode == 0, run.result.stdout[-2000:]
     assert run.report["device"] == "foo"
     assert run.report["groups"]["creation"]["passed"] == 1
@@ -43,8 +48,9 @@ def test_listed_failures_are_expected_and_passes_are_reported_as_new(run_suite, 
         reason = "stale entry"
         """.replace("        ", "")
     )
+    # One whole suite module (no -k): staleness is judged.
     run = run_suite(
-        "--device", "foo", "--expectations", str(listed), "-k", "test_ranges_and_literals"
+        "--device", "foo", "--expectations", str(listed), str(SUITE_DIR / "creation.py")
     )
     assert run.result.returncode == 0, run.result.stdout[-2000:]
     assert run.report["newly_passing"] == [
@@ -59,7 +65,12 @@ def test_pytorch_device_type_tests_run_on_the_backend(run_suite, tmp_path, devic
     nothing_expected = tmp_path / "none.toml"
     nothing_expected.write_text("")
     run = run_suite(
-        "--device", device, "-k", "device_type", "--expectations", str(nothing_expected), "-v"
+        "--device",
+        device,
+        "--expectations",
+        str(nothing_expected),
+        "-v",
+        str(SUITE_DIR / "device_type.py"),
     )
     assert run.result.returncode == 0, run.result.stdout[-3000:]
     # test_add_and_compare x 2 dtypes + 2 more, instantiated for this device only.
