@@ -13,6 +13,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections import Counter
 from importlib import metadata
 from pathlib import Path
 
@@ -79,6 +80,11 @@ def matrix(reports: list[dict]) -> str:
             f"{'full' if report['full'] else 'sampled'} sweep): OpInfo float32 "
             + "; ".join(figures)
         )
+    lines += ["", "Expected failures by cause (tests per reason, most frequent first):", ""]
+    for report in reports:
+        causes = Counter(entry["reason"] for entry in report["expected_failures"]).most_common()
+        lines.append(f"- `{report['device']}`:")
+        lines += [f"  - {count}: {reason}" for reason, count in causes]
     return "\n".join(lines)
 
 
