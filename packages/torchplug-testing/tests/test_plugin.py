@@ -76,5 +76,5 @@ def test_pytorch_device_type_tests_run_on_the_backend(run_suite, tmp_path, devic
     # test_add_and_compare x 2 dtypes + 2 more, instantiated for this device only.
     assert run.report["groups"]["device_type"]["passed"] == 4
     base = "PRIVATEUSE1" if device == "foo" else "HPU"
-    line = f"TestDeviceGeneric{base}::test_add_and_compare_{base.lower()}_float32 PASSED"
+    line = f"TestDeviceGeneric{base}::test_add_and_compare_{device}_float32 PASSED"
     assert line in run.result.stdout, run.result.stdout[-3000:]
