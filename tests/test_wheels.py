@@ -1,5 +1,6 @@
 """The end user's path: built wheels installed with pip-like tooling into a clean venv."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(uv, "build", "--package", "torch_foo", "-o", str(out))
     run(uv, "build", "--package", "vhabana_frameworks", "-o", str(out))
     run(uv, "build", "--package", "torch_vnpu", "-o", str(out))
+    run(uv, "build", "--package", "torchplug-testing", "-o", str(out))
     return out
 
 
@@ -110,3 +112,47 @@ def test_clean_venv_install_of_the_npu_wheel(wheels: Path, tmp_path: Path) -> No
         env={**env, "TORCHPLUG_PRIVATEUSE1": "npu"},
     )
     assert out.splitlines() == ["npu [0.0, 0.0]"]
+
+
+def test_conformance_suite_runs_against_an_installed_backend(wheels: Path, tmp_path: Path) -> None:
+    uv = shutil.which("uv")
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
+    run(uv, "venv", "--python", sys.executable, str(venv), env=env)
+    python = venv / "bin" / "python"
+    backend = [str(next(wheels.glob(f"{name}-*.whl"))) for name in ("torchplug", "torch_foo")]
+    suite = str(next(wheels.glob("torchplug_testing-*.whl")))
+    run(uv, "pip", "install", "--python", str(python), *backend, suite, env=env)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    out = run(
+        str(python),
+        "-m",
+        "pytest",
+        "--device",
+        "foo",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "creation or views",
+        "--conformance-report",
+        "report.json",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert "unexpected failures: 0" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["expectations"] == "torch_foo/conformance.toml"
+    assert report["groups"]["creation"]["passed"] > 0
+    checked = run(
+        str(venv / "bin" / "torchplug"),
+        "check",
+        "foo",
+        "--json",
+        "--",
+        "-k",
+        "device_type",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert json.loads(checked)["groups"]["device_type"]["passed"] == 4

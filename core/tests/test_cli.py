@@ -64,3 +64,31 @@ def test_bench_rejects_unknown_benchmark() -> None:
     )
     assert result.returncode != 0
     assert "Unknown benchmark warp" in result.stderr
+
+
+def test_check_without_the_suite_says_what_to_install() -> None:
+    hide_suite = (
+        "import sys; sys.modules['torchplug_testing'] = None; "
+        "from torchplug.cli import main; raise SystemExit(main(['check', 'foo']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", hide_suite],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "pip install torchplug-testing" in result.stderr
+
+
+def test_pytest_arguments_are_only_for_check() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "torchplug.cli", "doctor", "--", "-k", "x"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "only for `torchplug check`" in result.stderr

@@ -31,6 +31,35 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    try:
+        from torchplug_testing import check
+    except ImportError as error:
+        raise SystemExit(
+            "torchplug check needs the conformance suite, which is not installed: "
+            f"pip install torchplug-testing ({error})"
+        ) from error
+    from torchplug import loader
+
+    # A PrivateUse1 backend that is not this environment's default owner gets
+    # the key in the child process only.
+    device = args.device.split(":")[0]
+    extra_env = (
+        {"TORCHPLUG_PRIVATEUSE1": device} if device in loader.privateuse1_candidates() else {}
+    )
+    return check.main(
+        device,
+        full=args.full,
+        as_json=args.json,
+        markdown=args.markdown,
+        expectations=args.expectations,
+        workers=args.workers,
+        extra_env=extra_env,
+        pytest_args=args.pytest_args,
+        timeout=args.timeout,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchplug", description="Out-of-tree PyTorch device backends."
@@ -54,11 +83,40 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-pin", action="store_true", help="do not pin the process to one core")
     bench.add_argument("--json", action="store_true")
     bench.set_defaults(handler=_bench)
+    check = commands.add_parser(
+        "check",
+        help="conformance suite: every feature and OpInfo operator on DEVICE vs the CPU",
+        description="Runs the torchplug-testing conformance suite for DEVICE in a child pytest "
+        "process and prints a summary per feature group. Arguments after -- go to pytest.",
+    )
+    check.add_argument("device", help="device type to check, e.g. foo, hpu, npu")
+    check.add_argument("--json", action="store_true", help="print the JSON report")
+    check.add_argument("--markdown", metavar="FILE", help="also write a Markdown report to FILE")
+    check.add_argument(
+        "--full", action="store_true", help="every OpInfo sample (default: a fixed sample)"
+    )
+    check.add_argument(
+        "--expectations",
+        metavar="FILE",
+        help="expectation file of known failures (default: the one the backend ships)",
+    )
+    check.add_argument("--workers", type=int, help="pytest-xdist workers (default: up to 2)")
+    check.add_argument(
+        "--timeout", type=float, default=3600.0, help="seconds before the run is abandoned"
+    )
+    check.set_defaults(handler=_check)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `torchplug check foo -- -k autograd`: what follows -- is for pytest.
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv[:split])
+    args.pytest_args = argv[split + 1 :]
+    if args.pytest_args and args.command != "check":
+        parser.error(f"arguments after -- are only for `torchplug check`, not `{args.command}`")
     return args.handler(args)
 
 

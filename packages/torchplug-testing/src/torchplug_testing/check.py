@@ -1,0 +1,226 @@
+"""``torchplug check DEVICE``: the conformance suite in a child pytest, summarised.
+
+The child gets its own interpreter (a backend that must own PrivateUse1 can be
+selected through its environment alone), its own pytest configuration (the
+caller's project settings do not leak in) and xdist workers (a kernel that
+crashes takes down one worker, not the run).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+COLUMNS = (
+    ("passed", "pass"),
+    ("failed", "FAIL"),
+    ("expected_failure", "expected fail"),
+    ("newly_passing", "newly passing"),
+    ("skipped", "skip"),
+)
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+class CheckError(RuntimeError):
+    """The child run produced no report (it could not start, crashed or timed out)."""
+
+
+def run_suite(
+    device: str,
+    *,
+    full: bool = False,
+    expectations: str | None = None,
+    workers: int | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    pytest_args: Sequence[str] = (),
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Runs the suite for ``device`` in a child process and returns its JSON report."""
+    workers = workers or max(1, min(2, os.cpu_count() or 1))
+    with tempfile.TemporaryDirectory(prefix="torchplug-check-") as scratch:
+        directory = Path(scratch)
+        (directory / "pytest.ini").write_text("[pytest]\n")
+        report_path = directory / "report.json"
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(directory / "pytest.ini"),
+            "--rootdir",
+            str(directory),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--tb=line",
+            "-n",
+            str(workers),
+            "--max-worker-restart",
+            "1000",
+            "--device",
+            device,
+            "--conformance-report",
+            str(report_path),
+        ]
+        if full:
+            command.append("--full")
+        if expectations:
+            command += ["--expectations", str(Path(expectations).resolve())]
+        command += list(pytest_args)
+        environment = {**os.environ, **(extra_env or {})}
+        log.info("running %s", " ".join(command))
+        try:
+            finished = subprocess.run(
+                command,
+                cwd=directory,
+                env=environment,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as error:
+            raise CheckError(
+                f"the conformance run for '{device}' did not finish within {timeout:.0f} s; "
+                "rerun with a larger --timeout, or narrow it with pytest arguments after --"
+            ) from error
+        if not report_path.is_file():
+            tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-25:])
+            raise CheckError(
+                f"the conformance run for '{device}' produced no report "
+                f"(pytest exit {finished.returncode}):\n{tail}"
+            )
+        report = json.loads(report_path.read_text())
+    report["pytest_exit_code"] = finished.returncode
+    return report
+
+
+def failure_causes(report: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """Expected failures grouped by their reason, most frequent first."""
+    return Counter(entry["reason"] for entry in report["expected_failures"]).most_common()
+
+
+def text_summary(report: Mapping[str, Any]) -> str:
+    header = ("group", *(title for _, title in COLUMNS))
+    rows = [
+        (group, *(str(counts[key]) for key, _ in COLUMNS))
+        for group, counts in report["groups"].items()
+    ]
+    totals = ("total", *(str(sum(c[key] for c in report["groups"].values())) for key, _ in COLUMNS))
+    widths = [max(len(row[i]) for row in (header, *rows, totals)) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+
+    out = [
+        f"conformance of '{report['device']}' against the CPU "
+        f"(torch {report['torch_version']}, {'full' if report['full'] else 'sampled'} OpInfo sweep, "
+        f"expectations: {report['expectations'] or 'none'})",
+        line(header),
+        line(["-" * width for width in widths]),
+        *(line(row) for row in rows),
+        line(totals),
+    ]
+    out += [
+        f"OpInfo {mode}: {describe_samples(figures)}" for mode, figures in report["opinfo"].items()
+    ]
+    if report["unexpected_failures"]:
+        out.append(f"unexpected failures ({len(report['unexpected_failures'])}):")
+        out += [f"  {e['test']}: {e.get('message', '')}" for e in report["unexpected_failures"]]
+    if report["newly_passing"]:
+        out.append(
+            f"newly passing ({len(report['newly_passing'])}); remove from {report['expectations']}:"
+        )
+        out += [f"  {entry['test']}" for entry in report["newly_passing"]]
+    causes = failure_causes(report)
+    if causes:
+        out.append("expected failures by cause:")
+        out += [f"  {count:4d}  {reason}" for reason, count in causes]
+    if report["stale_expectations"]:
+        out.append("expectation entries that matched no test:")
+        out += [f"  {pattern}" for pattern in report["stale_expectations"]]
+    verdict = "FAILED" if report["unexpected_failures"] else "OK"
+    out.append(f"{verdict}: {len(report['unexpected_failures'])} unexpected failure(s)")
+    return "\n".join(out)
+
+
+def describe_samples(figures: Mapping[str, Any]) -> str:
+    if not figures["samples"]:
+        return "no samples"
+    return (
+        f"{figures['samples_passed']}/{figures['samples']} samples pass "
+        f"({100 * figures['pass_rate']:.1f}%), {figures['operators']} operators"
+    )
+
+
+def markdown_report(report: Mapping[str, Any]) -> str:
+    out = [
+        f"# Conformance of `{report['device']}`",
+        "",
+        f"torch {report['torch_version']}, torchplug-testing {report['suite_version']}, "
+        f"{'full' if report['full'] else 'sampled'} OpInfo sweep over "
+        f"{', '.join(report['dtypes'])}; expectations: `{report['expectations'] or 'none'}`.",
+        "",
+        "| group | " + " | ".join(title for _, title in COLUMNS) + " |",
+        "|---|" + "---:|" * len(COLUMNS),
+    ]
+    for group, counts in report["groups"].items():
+        out.append(f"| {group} | " + " | ".join(str(counts[key]) for key, _ in COLUMNS) + " |")
+    out.append("")
+    for mode, figures in report["opinfo"].items():
+        out.append(f"- OpInfo {mode}: {describe_samples(figures)}")
+    sections = (
+        ("Unexpected failures", report["unexpected_failures"], "message"),
+        ("Newly passing (remove from the expectation file)", report["newly_passing"], "reason"),
+    )
+    for title, entries, detail in sections:
+        if entries:
+            out += ["", f"## {title}", ""]
+            out += [f"- `{entry['test']}`: {entry.get(detail, '')}" for entry in entries]
+    causes = failure_causes(report)
+    if causes:
+        out += ["", "## Expected failures by cause", "", "| tests | reason |", "|---:|---|"]
+        out += [f"| {count} | {reason} |" for reason, count in causes]
+    return "\n".join(out) + "\n"
+
+
+def main(
+    device: str,
+    *,
+    full: bool = False,
+    as_json: bool = False,
+    markdown: str | None = None,
+    expectations: str | None = None,
+    workers: int | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    pytest_args: Sequence[str] = (),
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> int:
+    """Runs, prints (text or JSON) and optionally writes a Markdown report; exit status."""
+    try:
+        report = run_suite(
+            device,
+            full=full,
+            expectations=expectations,
+            workers=workers,
+            extra_env=extra_env,
+            pytest_args=pytest_args,
+            timeout=timeout,
+        )
+    except CheckError as error:
+        sys.stderr.write(f"torchplug check: {error}\n")
+        return 2
+    sys.stdout.write((json.dumps(report, indent=2) if as_json else text_summary(report)) + "\n")
+    if markdown:
+        Path(markdown).write_text(markdown_report(report))
+    return 1 if report["unexpected_failures"] else 0

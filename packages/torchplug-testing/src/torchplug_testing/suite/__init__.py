@@ -1,0 +1,1 @@
+"""The conformance suite, one module per feature group (collected only with ``--device``)."""

@@ -1,0 +1,39 @@
+"""Shared parametrisation of the OpInfo sweep modules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchplug_testing import opinfo
+from torchplug_testing.session import sweep_options
+
+
+def parameters(mode: str) -> list:
+    dtypes, _ = sweep_options()
+    return [
+        pytest.param(op, dtype, id=f"{opinfo.op_id(op)}-{str(dtype).removeprefix('torch.')}")
+        for dtype in dtypes
+        for op in opinfo.operators(mode, dtype)
+    ]
+
+
+def run(mode: str, op, dtype: torch.dtype, device: str, request: pytest.FixtureRequest) -> None:
+    _, limit = sweep_options()
+    sweep = opinfo.sweep_forward if mode == "forward" else opinfo.sweep_backward
+    result = sweep(op, device, dtype, limit)
+    request.node.user_properties.append(
+        (
+            "opinfo_samples",
+            {
+                "mode": mode,
+                "op": opinfo.op_id(op),
+                "dtype": str(dtype).removeprefix("torch."),
+                "total": result.total,
+                "passed": result.passed,
+            },
+        )
+    )
+    if result.total == 0:
+        pytest.skip("no sample of this operator runs on the CPU")
+    result.raise_if_failed(opinfo.op_id(op), mode)

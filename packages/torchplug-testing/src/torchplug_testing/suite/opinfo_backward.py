@@ -1,0 +1,10 @@
+"""OpInfo sweep, backward: input gradients on the device equal the CPU's."""
+
+import pytest
+
+from torchplug_testing.suite import _sweep
+
+
+@pytest.mark.parametrize(("op", "dtype"), _sweep.parameters("backward"))
+def test_backward(op, dtype, device: str, request: pytest.FixtureRequest) -> None:
+    _sweep.run("backward", op, dtype, device, request)
