@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -162,7 +163,11 @@ def stream_order(device: str, rank: int, world: int) -> None:
     init(device, rank, world, f"cpu:gloo,{device}:torchplug")
     module = getattr(torch, device)
     side = module.Stream()
-    source = torch.full((1 << 16,), float(rank + 1)).pin_memory()
+    with warnings.catch_warnings():
+        # Pinned for `device` even when it is not the accelerator (hpu next to
+        # foo): only memory pinned for it makes a non-blocking copy asynchronous.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        source = torch.full((1 << 16,), float(rank + 1)).pin_memory(device)
     with module.stream(side):
         tensor = torch.zeros(1 << 16, device=device)
         module._sleep(200)
