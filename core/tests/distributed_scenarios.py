@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -50,7 +51,8 @@ def default_or_named(device: str) -> str | None:
 
 
 def expect_equal(name: str, actual: torch.Tensor, expected: torch.Tensor) -> None:
-    assert actual.device.type != "cpu" or expected.device.type == "cpu", name
+    """`actual`, a device tensor, holds what the CPU computed as `expected`."""
+    assert actual.device.type != "cpu", f"{name}: result on {actual.device}"
     torch.testing.assert_close(actual.cpu(), expected, msg=lambda m: f"{name}: {m}")
 
 
@@ -161,12 +163,21 @@ def stream_order(device: str, rank: int, world: int) -> None:
     init(device, rank, world, f"cpu:gloo,{device}:torchplug")
     module = getattr(torch, device)
     side = module.Stream()
+    with warnings.catch_warnings():
+        # Pinned for `device` even when it is not the accelerator (hpu next to
+        # foo): only memory pinned for it makes a non-blocking copy asynchronous.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        source = torch.full((1 << 16,), float(rank + 1)).pin_memory(device)
     with module.stream(side):
+        tensor = torch.zeros(1 << 16, device=device)
         module._sleep(200)
-        tensor = torch.full((8,), float(rank + 1), device=device)
+        tensor.copy_(source, non_blocking=True)  # queued behind the sleep
+        assert not side.query(), "the copy should still be pending"
         dist.all_reduce(tensor)
     expect_equal(
-        "all_reduce after queued work", tensor, torch.full((8,), float(sum(range(1, world + 1))))
+        "all_reduce after a queued copy",
+        tensor,
+        torch.full((1 << 16,), float(sum(range(1, world + 1)))),
     )
 
 
