@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import PluginDir, run_python
+from fresh_interpreter import PluginDir, run_python
 
 COUNT_REGISTRATIONS = """
 import torchplug.loader as loader

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import PluginDir, run_python
+from fresh_interpreter import PluginDir, run_python
 
 SAVE = """
 import torch

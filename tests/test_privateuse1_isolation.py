@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run_python
+from fresh_interpreter import run_python
 from torchplug import loader
 from torchplug.backend import BackendState
 
