@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -121,3 +122,20 @@ def test_allreduce_benchmark_reports_bus_bandwidth() -> None:
     assert figure["baseline"] == "cpu, gloo"
     assert figure["value"] > 0
     assert figure["baseline_value"] > 0
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch_vnpu") is None, reason="torch_vnpu is not installed"
+)
+def test_npu_collectives_and_ddp(tmp_path) -> None:
+    # npu owns PrivateUse1 only where chosen; the ranks choose it, this process keeps foo.
+    ranks = run_ranks(
+        ["collectives", "local_rank_device", "ddp"],
+        "npu",
+        tmp_path,
+        local_rank=True,
+        TORCHPLUG_PRIVATEUSE1="npu",
+    )
+    assert_ok(ranks, "collectives")
+    assert_local_rank_binding(ranks, "npu")
+    assert_ok(ranks, "ddp")
