@@ -125,6 +125,27 @@ def test_cross_device_and_host_mix_errors(device: str) -> None:
         a + torch.ones(3)
 
 
+def test_matmul_kernels_reject_operands_on_other_devices(device: str) -> None:
+    # mm and addmm have native kernels that run the CPU kernel over device
+    # memory, so they must check devices themselves rather than read a host
+    # operand as if it were on the device.
+    x = torch.ones(2, 2, device=f"{device}:0")
+    host = torch.ones(2, 2)
+    other = torch.ones(2, 2, device=f"{device}:1")
+    same_device = r"Expected all tensors to be on the same device"
+    for call, culprit in (
+        (lambda: torch.mm(x, host), "mat2 is on cpu"),
+        (lambda: torch.mm(host, x), f"mat2 is on {device}:0"),
+        (lambda: torch.mm(x, other), f"mat2 is on {device}:1"),
+        (lambda: torch.addmm(host, x, x), f"mat1 is on {device}:0"),
+        (lambda: torch.addmm(x, x, host), "mat2 is on cpu"),
+        (lambda: torch.addmm(torch.ones((), device=f"{device}:1"), x, x), f"mat1 is on {device}:0"),
+    ):
+        with pytest.raises(RuntimeError, match=rf"{same_device}.*{culprit}"):
+            call()
+    torch.testing.assert_close(torch.addmm(x, x, x).cpu(), torch.full((2, 2), 3.0))
+
+
 def test_invalid_device_index_names_device_count(device: str) -> None:
     count = torch.foo.device_count()
     with pytest.raises(

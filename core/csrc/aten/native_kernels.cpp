@@ -5,11 +5,13 @@
 // (meta) and the result (impl); this file only allocates outputs on the
 // device. That skips the fallback's boxing and aliasing, which dominate small ops.
 #include <array>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/core/op_registration/adaption.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/addmm_native.h>
 #include <ATen/ops/mm_native.h>
@@ -60,14 +62,16 @@ struct OnDevice final : CpuKernel {
   std::array<at::Tensor, Outputs> outputs;
 };
 
-// The device a kernel runs on: that of its first device tensor.
-c10::Device device_of(std::initializer_list<const at::Tensor*> tensors) {
-  for (const at::Tensor* tensor : tensors) {
-    if (tensor->defined() && !tensor->device().is_cpu()) {
-      return tensor->device();
-    }
+// The device a kernel runs on. As in torch's own device kernels, every operand
+// must be on it: the CPU kernel underneath would happily read a host operand
+// (device memory is host memory) and hide a device mix-up the user must see.
+c10::Device common_device(const char* op, std::initializer_list<std::pair<const at::Tensor*, const char*>> operands) {
+  std::optional<c10::Device> device;
+  for (const auto& [tensor, name] : operands) {
+    c10::impl::check_and_update_common_device(device, *tensor, op, name);
   }
-  TORCH_CHECK(false, "A simulated-device kernel was called without a device tensor.");
+  TORCH_CHECK(device.has_value() && !device->is_cpu(), op, " reached a simulated device without a device tensor.");
+  return *device;
 }
 
 // Runs `body` as a kernel on `device`: current device set, queued stream work
@@ -104,9 +108,10 @@ struct OutputAccess {
   std::vector<const void*> pointers;
 };
 
-#define TORCHPLUG_BINARY_KERNEL(name, CpuKernel)                                                   \
-  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                              \
-    const c10::Device device = device_of({&self, &other});                                         \
+#define TORCHPLUG_BINARY_KERNEL(name, CpuKernel, other_name)                                       \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                               \
+    const c10::Device device =                                                                     \
+        common_device("aten::" #name, {{&self, "self"}, {&other, other_name}});                   \
     return as_kernel(device, {&self, &other}, [&] {                                                \
       OnDevice<CpuKernel> op(device);                                                              \
       op.meta(self, other);                                                                        \
@@ -117,11 +122,11 @@ struct OutputAccess {
     });                                                                                            \
   }
 
-TORCHPLUG_BINARY_KERNEL(mm, at::native::structured_mm_out_cpu)
+TORCHPLUG_BINARY_KERNEL(mm, at::native::structured_mm_out_cpu, "mat2")
 
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                  const c10::Scalar& alpha) {
-  const c10::Device device = device_of({&self, &mat1, &mat2});
+  const c10::Device device = common_device("aten::addmm", {{&self, "self"}, {&mat1, "mat1"}, {&mat2, "mat2"}});
   return as_kernel(device, {&self, &mat1, &mat2}, [&] {
     OnDevice<at::native::structured_addmm_out_cpu> op(device);
     op.meta(self, mat1, mat2, beta, alpha);
