@@ -11,6 +11,7 @@ then ``END <name> OK`` or ``END <name> FAILED`` after the traceback.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import traceback
@@ -24,6 +25,9 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as functional
 
 TIMEOUT = timedelta(seconds=20)
+# A scenario still running after this long is stuck outside the process
+# group's timeout: print every thread's stack and exit, so the test shows where.
+STUCK_AFTER_SECONDS = 90
 
 Scenario = Callable[[str, int, int], None]
 SCENARIOS: dict[str, Scenario] = {}
@@ -170,7 +174,8 @@ def stream_order(device: str, rank: int, world: int) -> None:
         source = torch.full((1 << 16,), float(rank + 1)).pin_memory(device)
     with module.stream(side):
         tensor = torch.zeros(1 << 16, device=device)
-        module._sleep(200)
+        # Long enough that a loaded machine cannot run it out before the query.
+        module._sleep(1000)
         tensor.copy_(source, non_blocking=True)  # queued behind the sleep
         assert not side.query(), "the copy should still be pending"
         dist.all_reduce(tensor)
@@ -312,6 +317,7 @@ def main() -> None:
     for name in names.split(","):
         os.environ["SCENARIO"] = name
         print(f"BEGIN {name}", flush=True)
+        faulthandler.dump_traceback_later(STUCK_AFTER_SECONDS, exit=True, file=sys.stdout)
         status = "OK"
         try:
             SCENARIOS[name](device, int(rank), int(world))
@@ -321,6 +327,7 @@ def main() -> None:
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+            faulthandler.cancel_dump_traceback_later()
         print(f"END {name} {status}", flush=True)
 
 

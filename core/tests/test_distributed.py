@@ -13,13 +13,7 @@ from distributed_launch import Rank, assert_local_rank_binding, assert_ok, run_r
 
 # Scenarios that leave the processes healthy share one launch (starting Python
 # and torch is the slow part), under torchrun's LOCAL_RANK: rank r drives device r.
-SCENARIOS = ["collectives", "local_rank_device", "ddp"]
-
-# These three hung (past 180 s) in a fresh clone of main while passing in the
-# development checkout; kept out of the shared launch until that is understood.
-HUNG_IN_CLEAN_CLONE = pytest.mark.skip(
-    reason="stream_order/default_backend/fsdp2 launch hung in a clean clone; under investigation"
-)
+SCENARIOS = ["collectives", "stream_order", "default_backend", "local_rank_device", "ddp", "fsdp2"]
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +25,10 @@ def test_collectives_equal_cpu_results(ranks: list[Rank]) -> None:
     assert_ok(ranks, "collectives")
 
 
-@HUNG_IN_CLEAN_CLONE
 def test_collectives_wait_for_the_current_stream(ranks: list[Rank]) -> None:
     assert_ok(ranks, "stream_order")
 
 
-@HUNG_IN_CLEAN_CLONE
 def test_default_backend_serves_the_accelerator_only(ranks: list[Rank]) -> None:
     assert_ok(ranks, "default_backend")
     for rank in ranks:
@@ -53,7 +45,6 @@ def test_ddp_equals_single_process_training(ranks: list[Rank]) -> None:
     assert_ok(ranks, "ddp")
 
 
-@HUNG_IN_CLEAN_CLONE
 def test_fsdp2_equals_single_process_training(ranks: list[Rank]) -> None:
     assert_ok(ranks, "fsdp2")
 
