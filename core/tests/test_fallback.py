@@ -11,6 +11,59 @@ def test_out_of_place_results(device: str) -> None:
     torch.testing.assert_close(torch.softmax(a.to(device), dim=1).cpu(), torch.softmax(a, dim=1))
 
 
+BINARY_ARITHMETIC = [
+    pytest.param(lambda a, b: torch.add(a, b, alpha=2), id="add"),
+    pytest.param(lambda a, b: torch.sub(a, b, alpha=3), id="sub"),
+    pytest.param(torch.mul, id="mul"),
+    pytest.param(torch.div, id="div"),
+]
+
+
+@pytest.mark.parametrize("op", BINARY_ARITHMETIC)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.int64]
+)
+def test_binary_arithmetic_runs_cpu_loops_on_device_memory(device: str, op, dtype) -> None:
+    """add/sub/mul/div run the CPU loops straight over device tensors: broadcast,
+    strided, 0-d and empty operands all give the CPU's result, on the device."""
+    make = lambda *shape: torch.randn(*shape).mul(10).to(dtype)  # noqa: E731
+    cases = [
+        (make(4, 3), make(3)),
+        (make(5, 6).t(), make(6, 10)[:, ::2]),
+        (make(()), make(2, 2)),
+        (make(0, 3), make(3)),
+    ]
+    for a, b in cases:
+        b = b.masked_fill(b == 0, 1)
+        result = op(a.to(device), b.to(device))
+        assert result.device.type == device
+        torch.testing.assert_close(result.cpu(), op(a, b), equal_nan=True)
+
+
+def test_binary_arithmetic_keeps_cpu_semantics_for_mixed_operands(device: str) -> None:
+    floats = torch.tensor([1.0, 2.0, 4.0])
+    ints = torch.tensor([1, 2, 3])
+    on_device = floats.to(device), ints.to(device)
+    assert torch.equal((on_device[1] / on_device[1].flip(0)).cpu(), ints / ints.flip(0))
+    assert torch.equal((on_device[0] * on_device[1]).cpu(), floats * ints)
+    assert torch.equal((on_device[1] + torch.tensor(0.5)).cpu(), ints + 0.5)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point number"):
+        torch.add(on_device[1], on_device[1], alpha=1.5)
+    flags = torch.tensor([True, False], device=device)
+    with pytest.raises(NotImplementedError, match="Use the `\\^` or `logical_xor"):
+        flags - flags
+
+
+def test_binary_arithmetic_waits_for_the_current_stream(device: str) -> None:
+    stream = torch.foo.Stream()
+    host = torch.arange(1 << 20, dtype=torch.float32).pin_memory()
+    with torch.foo.stream(stream):
+        torch.foo._sleep(50)
+        copied = host.to(device, non_blocking=True)
+        doubled = copied + copied
+    assert torch.equal(doubled.cpu(), host * 2)
+
+
 def test_in_place_returns_same_tensor_and_writes_device_memory(device: str) -> None:
     x = torch.arange(6.0, device=device)
     y = x.mul_(2)

@@ -3,11 +3,25 @@
 // boxed fallback, and its output is taken over as device memory. Same
 // semantics as the fallback, without boxing and without the second
 // TensorIterator a composite functional-from-out= kernel would build.
+//
+// Same-device binary arithmetic goes further and skips the aliases: it runs
+// the CPU vector loop over a TensorIterator built on the device tensors.
+
+// The loops are reached through ATen's DispatchStubs, whose inline calls pass
+// one pointer per CPU capability libtorch was built with; on x86-64 that is
+// AVX2 and AVX-512, declared only under these macros.
+#if defined(__x86_64__) || defined(_M_X64)
+#define HAVE_AVX2_CPU_DEFINITION
+#define HAVE_AVX512_CPU_DEFINITION
+#endif
+
 #include <array>
 #include <tuple>
 #include <utility>
 
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
@@ -114,6 +128,70 @@ struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
   }
 };
 
+// Both operands on one PrivateUse1 device (TensorIterator leaves the data
+// pointers of HPU operands unset, as for lazy devices), dense, of one dtype
+// (the CPU loops expect their inputs cast already, and TensorIterator casts
+// only CPU tensors), outside strict mode (whose kernels get memory access only
+// within a scope around host aliases). Anything else, a CPU scalar or a second
+// device among them, takes the aliasing path, which also raises the
+// same-device errors.
+bool loops_run_on_device_tensors(const at::Tensor& self, const at::Tensor& other) {
+  return self.device() == other.device() && self.device().type() == c10::DeviceType::PrivateUse1 &&
+         self.scalar_type() == other.scalar_type() && self.layout() == c10::kStrided &&
+         other.layout() == c10::kStrided && !runtime::strict_mode();
+}
+
+// The output is allocated on the device by the iterator; the CPU loop then
+// reads and writes device memory directly, since it is host memory.
+template <typename Op, typename Loop>
+at::Tensor binary_on_device(const at::Tensor& self, const at::Tensor& other, Loop loop) {
+  const c10::Device device = self.device();
+  wait_for_current_stream(device);
+  DeviceActivity activity(Op::name, device);
+  at::Tensor result;
+  at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(result, self, other);
+  loop(iter);
+  return iter.output();
+}
+
+at::Tensor add_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  if (!loops_run_on_device_tensors(self, other)) {
+    return OnHost<at::_ops::add_Tensor>::call(self, other, alpha);
+  }
+  return binary_on_device<at::_ops::add_Tensor>(self, other, [&](at::TensorIterator& iter) {
+    at::native::alpha_check(iter.dtype(), alpha);
+    at::native::add_stub(c10::kCPU, iter, alpha);
+  });
+}
+
+at::Tensor sub_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  if (!loops_run_on_device_tensors(self, other)) {
+    return OnHost<at::_ops::sub_Tensor>::call(self, other, alpha);
+  }
+  at::native::sub_check(self, other);
+  return binary_on_device<at::_ops::sub_Tensor>(self, other, [&](at::TensorIterator& iter) {
+    at::native::alpha_check(iter.dtype(), alpha);
+    at::native::add_stub(c10::kCPU, iter, -alpha);
+  });
+}
+
+at::Tensor mul_Tensor(const at::Tensor& self, const at::Tensor& other) {
+  if (!loops_run_on_device_tensors(self, other)) {
+    return OnHost<at::_ops::mul_Tensor>::call(self, other);
+  }
+  return binary_on_device<at::_ops::mul_Tensor>(
+      self, other, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
+}
+
+at::Tensor div_Tensor(const at::Tensor& self, const at::Tensor& other) {
+  const bool integers_promote = !at::isFloatingType(self.scalar_type()) && !at::isComplexType(self.scalar_type());
+  if (integers_promote || !loops_run_on_device_tensors(self, other)) {
+    return OnHost<at::_ops::div_Tensor>::call(self, other);
+  }
+  return binary_on_device<at::_ops::div_Tensor>(
+      self, other, [](at::TensorIterator& iter) { at::native::div_true_stub(c10::kCPU, iter); });
+}
+
 // Convolutions on devices other than CPU and CUDA reach the "overrideable"
 // entry points; they are the CPU convolutions over host aliases.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
@@ -134,10 +212,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
 }  // namespace
 
 void register_host_kernels(torch::Library& library) {
-  TORCHPLUG_ON_HOST(library, "add.Tensor", add_Tensor);
-  TORCHPLUG_ON_HOST(library, "sub.Tensor", sub_Tensor);
-  TORCHPLUG_ON_HOST(library, "mul.Tensor", mul_Tensor);
-  TORCHPLUG_ON_HOST(library, "div.Tensor", div_Tensor);
+  library.impl("add.Tensor", TORCH_FN(add_Tensor));
+  library.impl("sub.Tensor", TORCH_FN(sub_Tensor));
+  library.impl("mul.Tensor", TORCH_FN(mul_Tensor));
+  library.impl("div.Tensor", TORCH_FN(div_Tensor));
   TORCHPLUG_ON_HOST(library, "relu", relu);
   TORCHPLUG_ON_HOST(library, "threshold_backward", threshold_backward);
   TORCHPLUG_ON_HOST(library, "sum.dim_IntList", sum_dim_IntList);

@@ -115,6 +115,16 @@ def test_device_surface() -> None:
     assert torch.equal(host.to("hpu", non_blocking=True).cpu(), host)
 
 
+def test_elementwise_arithmetic_matches_cpu() -> None:
+    """The core's direct CPU loops serve PrivateUse1 only; on hpu the same ops
+    must still give the CPU's results (through host aliases)."""
+    a, b = torch.randn(4, 3), torch.randn(3).add(3)
+    for op in (torch.add, torch.sub, torch.mul, torch.div):
+        result = op(a.to("hpu"), b.to("hpu"))
+        assert result.device.type == "hpu"
+        torch.testing.assert_close(result.cpu(), op(a, b))
+
+
 def test_mark_step_waits_for_queued_work() -> None:
     from vhabana_frameworks.torch import core
 
