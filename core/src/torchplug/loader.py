@@ -9,6 +9,8 @@ given to exactly one backend, and nothing mutates the environment.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import threading
 import time
@@ -173,6 +175,7 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
     if config.strict_memory:
         _C.set_strict_mode(True)
     _C.register_backend(backend.dispatch_key, name)
+    _yield_to_autograd_threads_at_exit()
     if backend.dispatch_key == "privateuse1" and not hasattr(torch.Tensor, f"is_{name}"):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_storage=True
@@ -184,3 +187,20 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
     from torchplug import distributed
 
     distributed.register(name)
+
+
+# Seconds the interpreter hands the GIL to other threads before finalizing.
+AUTOGRAD_EXIT_GRACE = 0.01
+
+
+@functools.cache
+def _yield_to_autograd_threads_at_exit() -> None:
+    """Backward passes on a device run on autograd's device threads. Torch
+    stashes a Python object in a finished pass's thread-local state, and the
+    device thread may drop the last reference to it just after ``backward()``
+    returns: that needs the GIL. If the interpreter is finalizing by then, the
+    thread is ended inside a C++ destructor and the process aborts
+    ("terminate called without an active exception"), which a script that
+    exits right after training hit about one run in two. Releasing the GIL
+    briefly at exit, before finalization, lets those threads finish."""
+    atexit.register(time.sleep, AUTOGRAD_EXIT_GRACE)
