@@ -24,6 +24,7 @@
 #include "aten/kernels.h"
 #include "aten/kineto_profiler.h"
 #include "aten/profiler_stubs.h"
+#include "bindings/kernel_api.h"
 #include "runtime/errors.h"
 #include "runtime/memory_guard.h"
 #include "runtime/platform.h"
@@ -113,6 +114,8 @@ PYBIND11_MODULE(_C, m) {
   using namespace torchplug;
   m.doc() = "torchplug native core: simulated accelerator runtime and its torch integration.";
   m.attr("TORCH_BUILD_VERSION") = TORCHPLUG_TORCH_BUILD_VERSION;
+  // For plugins' native kernels: torchplug/kernel_api.h.
+  m.attr("_kernel_api") = kernel_api_capsule();
 
   py::register_exception_translator([](std::exception_ptr error) {
     try {

@@ -4,8 +4,16 @@ Importing this package is cheap and does not import torch: plugins import it
 from their ``torch.backends`` entry point while ``import torch`` is running.
 """
 
+from pathlib import Path
+
 from torchplug.backend import Backend, BackendState, BackendStatus
 
 __version__ = "0.1.0"
 
-__all__ = ["Backend", "BackendState", "BackendStatus", "__version__"]
+__all__ = ["Backend", "BackendState", "BackendStatus", "__version__", "get_include"]
+
+
+def get_include() -> str:
+    """The directory of the C/C++ headers for plugins' native kernels
+    (``torchplug/kernel_scope.h``), for a build system's include path."""
+    return str(Path(__file__).with_name("include"))

@@ -2,10 +2,15 @@
 // initializers register the npu operators with the dispatcher.
 #include <Python.h>
 
+#include <torchplug/kernel_scope.h>
+
 PyMODINIT_FUNC PyInit__C() {
   static PyModuleDef definition = {
       PyModuleDef_HEAD_INIT, "torch_vnpu._C",
       "The npu vendor operators (torch.ops.npu.*), registered when this module is imported.", -1,
       nullptr};
+  if (!torchplug::load_kernel_api()) {
+    return nullptr;
+  }
   return PyModule_Create(&definition);
 }

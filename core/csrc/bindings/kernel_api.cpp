@@ -1,0 +1,39 @@
+#include "bindings/kernel_api.h"
+
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "runtime/memory_guard.h"
+#include "torchplug/kernel_api.h"
+
+namespace torchplug {
+namespace {
+
+int open_access(const void* const* pointers, size_t count, void** scope, char* error, size_t error_size) {
+  *scope = nullptr;
+  if (!runtime::strict_mode()) {
+    return 0;
+  }
+  try {
+    *scope = new runtime::KernelAccess(std::vector<const void*>(pointers, pointers + count));
+    return 0;
+  } catch (const std::exception& failure) {
+    std::snprintf(error, error_size, "%s", failure.what());
+    return -1;
+  }
+}
+
+void close_access(void* scope) {
+  delete static_cast<runtime::KernelAccess*>(scope);
+}
+
+const TorchplugKernelApi kernel_api_table{TORCHPLUG_KERNEL_API_VERSION, &open_access, &close_access};
+
+}  // namespace
+
+pybind11::capsule kernel_api_capsule() {
+  return pybind11::capsule(const_cast<TorchplugKernelApi*>(&kernel_api_table), TORCHPLUG_KERNEL_API_CAPSULE);
+}
+
+}  // namespace torchplug

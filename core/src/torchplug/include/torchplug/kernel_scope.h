@@ -1,0 +1,101 @@
+#pragma once
+// For the C++ kernels of a backend plugin built on torchplug: a kernel that
+// loops over device memory on the host does what the core's own kernels do
+// around the loop. It waits for the work queued on the device's current
+// stream (asynchronous copies, event waits), so stream order holds, and in
+// strict memory mode it is granted access to its tensors' memory.
+//
+//   // once, in the extension module's PyInit function:
+//   if (!torchplug::load_kernel_api()) return nullptr;
+//
+//   at::Tensor scale(const at::Tensor& x) {
+//     at::Tensor y = at::empty_like(x);
+//     torchplug::KernelScope scope(x.device(), {x, y});
+//     scale_loop(x.const_data_ptr<float>(), y.mutable_data_ptr<float>(), x.numel());
+//     return y;
+//   }
+//
+// Build with the include directory `torchplug.get_include()` returns.
+#include <Python.h>
+
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include "torchplug/kernel_api.h"
+
+namespace torchplug {
+namespace detail {
+
+inline const TorchplugKernelApi*& loaded_kernel_api() {
+  static const TorchplugKernelApi* api = nullptr;
+  return api;
+}
+
+}  // namespace detail
+
+// Fetches the core's table. Call it with the GIL held, from the plugin's
+// module initialisation. Returns false with a Python exception set when
+// torchplug's native core cannot be imported or is older than these headers.
+inline bool load_kernel_api() {
+  auto* api = static_cast<const TorchplugKernelApi*>(PyCapsule_Import(TORCHPLUG_KERNEL_API_CAPSULE, 0));
+  if (api == nullptr) {
+    return false;
+  }
+  if (api->version < TORCHPLUG_KERNEL_API_VERSION) {
+    PyErr_Format(PyExc_ImportError,
+                 "torchplug's native core offers kernel API version %u, but this plugin was built against "
+                 "version %d: upgrade torchplug.",
+                 api->version, TORCHPLUG_KERNEL_API_VERSION);
+    return false;
+  }
+  detail::loaded_kernel_api() = api;
+  return true;
+}
+
+// The kernel's stay on the device: construct it after allocating the outputs
+// and before the loop. A no-op for CPU tensors.
+class KernelScope {
+ public:
+  KernelScope(c10::Device device, std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors) {
+    if (device.is_cpu()) {
+      return;
+    }
+    const c10::impl::DeviceGuardImplInterface* guard = c10::impl::getDeviceGuardImpl(device.type());
+    const c10::Stream stream = guard->getStream(device);
+    if (!guard->queryStream(stream)) {
+      guard->synchronizeStream(stream);
+    }
+    const TorchplugKernelApi* api = detail::loaded_kernel_api();
+    TORCH_CHECK(api != nullptr,
+                "torchplug::KernelScope was used before torchplug::load_kernel_api(); call that in the "
+                "extension module's PyInit function.");
+    std::vector<const void*> pointers;
+    pointers.reserve(tensors.size());
+    for (const at::Tensor& tensor : tensors) {
+      if (tensor.defined() && tensor.has_storage()) {
+        pointers.push_back(tensor.storage().data());
+      }
+    }
+    char error[512] = {};
+    TORCH_CHECK(api->open_access(pointers.data(), pointers.size(), &scope_, error, sizeof error) == 0, error);
+  }
+
+  ~KernelScope() {
+    if (scope_ != nullptr) {
+      detail::loaded_kernel_api()->close_access(scope_);
+    }
+  }
+
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+
+ private:
+  void* scope_ = nullptr;
+};
+
+}  // namespace torchplug
