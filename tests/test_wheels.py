@@ -71,13 +71,14 @@ def test_wheels_have_complete_metadata(wheels: Path) -> None:
             assert "Requires-Dist: torch==2.15.0" in metadata
 
 
-def test_core_wheel_ships_the_kernel_headers(wheels: Path) -> None:
+def test_core_wheel_ships_the_plugin_build_kit(wheels: Path) -> None:
     import zipfile
 
     with zipfile.ZipFile(next(wheels.glob("torchplug-*.whl"))) as archive:
         names = set(archive.namelist())
     assert "torchplug/include/torchplug/kernel_scope.h" in names
     assert "torchplug/include/torchplug/kernel_api.h" in names
+    assert "torchplug/cmake/torchplugConfig.cmake" in names
 
 
 def test_clean_venv_install_autoloads(wheels: Path, tmp_path: Path) -> None:

@@ -16,6 +16,11 @@ def test_headers_are_found_through_get_include() -> None:
     assert (include / "torchplug" / "kernel_api.h").is_file()
 
 
+def test_cmake_package_is_found_through_get_cmake_dir() -> None:
+    config = Path(torchplug.get_cmake_dir()) / "torchplugConfig.cmake"
+    assert "function(torchplug_add_extension" in config.read_text()
+
+
 def test_capsule_carries_the_table_the_headers_describe() -> None:
     header = (Path(torchplug.get_include()) / "torchplug" / "kernel_api.h").read_text()
     name = re.search(r'#define TORCHPLUG_KERNEL_API_CAPSULE "([^"]+)"', header)[1]
