@@ -79,3 +79,21 @@ def test_pinned_memory(device: str) -> None:
     assert torch.equal(dev.cpu(), host)
     del host
     torch.accelerator.empty_host_cache()
+
+
+def test_cuda_compatible_memory_queries(device: str) -> None:
+    module = getattr(torch, device)
+    block = torch.empty(1 << 20, dtype=torch.uint8, device=device)
+    nested = module.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["current"] == module.memory_allocated()
+    assert module.device_memory_used() == module.mem_get_info()[1] - module.mem_get_info()[0]
+    assert module.device_memory_used() >= block.numel()
+    with pytest.warns(FutureWarning, match="renamed to torch.foo.memory_reserved"):
+        assert module.memory_cached() == module.memory_reserved()
+    with pytest.warns(FutureWarning, match="max_memory_reserved"):
+        assert module.max_memory_cached() == module.max_memory_reserved()
+    with pytest.warns(FutureWarning, match="reset_peak_memory_stats"):
+        module.reset_max_memory_cached()
+    assert module.can_device_access_peer(0, 1)
+    with pytest.raises(RuntimeError, match="Invalid device index 7 for 'foo': there are 2 devices"):
+        module.can_device_access_peer(0, 7)

@@ -104,3 +104,14 @@ def test_record_stream_delays_reuse(device: str) -> None:
     y = torch.empty(1 << 16, device=device)
     assert y.data_ptr() != pointer  # still in use by the side stream's work
     side.synchronize()
+
+
+def test_stream_context_class(device: str) -> None:
+    side = torch.foo.Stream()
+    before = torch.foo.current_stream()
+    with torch.foo.StreamContext(side):
+        assert torch.foo.current_stream() == side
+    assert torch.foo.current_stream() == before
+    with torch.foo.StreamContext(None):
+        assert torch.foo.current_stream() == before
+    assert torch.foo.is_current_stream_capturing() is False

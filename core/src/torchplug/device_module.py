@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import os
 import types
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -177,6 +178,27 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         finally:
             set_stream(previous)
 
+    class StreamContext:
+        """Makes ``stream`` current for the block (``None``: no change), as
+        ``torch.cuda.StreamContext``; ``stream(s)`` is the same as a function."""
+
+        def __init__(self, stream: torch.Stream | None) -> None:
+            self.stream = stream
+            self.previous: torch.Stream | None = None
+
+        def __enter__(self) -> None:
+            if self.stream is not None:
+                self.previous = current_stream(self.stream.device_index)
+                set_stream(self.stream)
+
+        def __exit__(self, *exc: object) -> None:
+            if self.previous is not None:
+                set_stream(self.previous)
+
+    def is_current_stream_capturing() -> bool:
+        """Always False: the simulated devices have no graph capture."""
+        return False
+
     def Stream(device: Any = None, priority: int = 0) -> torch.Stream:
         return torch.Stream(device=torch.device(name, _index(device)), priority=priority)
 
@@ -214,6 +236,46 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
     def reset_max_memory_allocated(device: Any = None) -> None:
         """The older spelling of ``reset_peak_memory_stats`` (as in torch.cuda)."""
         reset_peak_memory_stats(device)
+
+    def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+        nested: dict[str, Any] = {}
+        for flat_key, value in memory_stats(device).items():
+            *path, leaf = flat_key.split(".")
+            level = nested
+            for part in path:
+                level = level.setdefault(part, {})
+            level[leaf] = value
+        return nested
+
+    def _deprecated(old: str, new: str) -> None:
+        warnings.warn(
+            f"torch.{name}.{old} has been renamed to torch.{name}.{new}",
+            FutureWarning,
+            stacklevel=3,
+        )
+
+    def memory_cached(device: Any = None) -> int:
+        _deprecated("memory_cached", "memory_reserved")
+        return memory_reserved(device)
+
+    def max_memory_cached(device: Any = None) -> int:
+        _deprecated("max_memory_cached", "max_memory_reserved")
+        return max_memory_reserved(device)
+
+    def reset_max_memory_cached(device: Any = None) -> None:
+        _deprecated("reset_max_memory_cached", "reset_peak_memory_stats")
+        reset_peak_memory_stats(device)
+
+    def device_memory_used(device: Any = None) -> int:
+        """Bytes of the device's capacity in use (by this process: the devices are simulated)."""
+        free, total = mem_get_info(device)
+        return total - free
+
+    def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+        """True for any two valid devices: simulated devices copy to each other directly."""
+        _index(device, optional=False)
+        _index(peer_device, optional=False)
+        return True
 
     def reset_accumulated_memory_stats(device: Any = None) -> None:
         native().reset_accumulated_memory_stats(key, _index(device))
@@ -307,6 +369,8 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         "default_stream": default_stream,
         "set_stream": set_stream,
         "stream": stream,
+        "StreamContext": StreamContext,
+        "is_current_stream_capturing": is_current_stream_capturing,
         "Stream": Stream,
         "Event": Event,
         "_sleep": _sleep,
@@ -318,6 +382,12 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         "reset_peak_memory_stats": reset_peak_memory_stats,
         "reset_max_memory_allocated": reset_max_memory_allocated,
         "reset_accumulated_memory_stats": reset_accumulated_memory_stats,
+        "memory_stats_as_nested_dict": memory_stats_as_nested_dict,
+        "memory_cached": memory_cached,
+        "max_memory_cached": max_memory_cached,
+        "reset_max_memory_cached": reset_max_memory_cached,
+        "device_memory_used": device_memory_used,
+        "can_device_access_peer": can_device_access_peer,
         "empty_cache": empty_cache,
         "mem_get_info": mem_get_info,
         "OutOfMemoryError": torch.OutOfMemoryError,
