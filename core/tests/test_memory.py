@@ -97,3 +97,30 @@ def test_cuda_compatible_memory_queries(device: str) -> None:
     assert module.can_device_access_peer(0, 1)
     with pytest.raises(RuntimeError, match="Invalid device index 7 for 'foo': there are 2 devices"):
         module.can_device_access_peer(0, 7)
+
+
+def test_per_process_memory_fraction_caps_reservations(device: str) -> None:
+    module = getattr(torch, device)
+    capacity = module.mem_get_info(1)[1]
+    assert module.get_per_process_memory_fraction(1) == 1.0
+    module.empty_cache()
+    module.set_per_process_memory_fraction(0.25, 1)
+    try:
+        kept = torch.empty(capacity // 8, dtype=torch.uint8, device=f"{device}:1")
+        with pytest.raises(
+            torch.OutOfMemoryError,
+            match=r"foo:1 out of memory: tried to allocate .* per-process memory fraction 0\.25 "
+            r".*torch\.foo\.set_per_process_memory_fraction",
+        ):
+            torch.empty(capacity // 5, dtype=torch.uint8, device=f"{device}:1")
+        del kept
+        # Freed memory counts again, and the cache is given back before refusing.
+        torch.empty(capacity // 5, dtype=torch.uint8, device=f"{device}:1")
+        # Operator outputs taken over from CPU kernels are capped too.
+        with pytest.raises(torch.OutOfMemoryError, match="per-process memory fraction"):
+            torch.ones(capacity // 4, dtype=torch.uint8, device=f"{device}:1").sin()
+    finally:
+        module.set_per_process_memory_fraction(1.0, 1)
+    with pytest.raises(ValueError, match=r"Invalid fraction value: 1\.5\. Allowed range: 0~1"):
+        module.set_per_process_memory_fraction(1.5)
+    torch.empty(capacity // 2, dtype=torch.uint8, device=f"{device}:1")

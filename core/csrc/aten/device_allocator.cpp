@@ -7,6 +7,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <c10/util/Exception.h>
+
 #include "aten/backend.h"
 #include "runtime/event.h"
 
@@ -135,7 +137,21 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return {total > used ? total - used : 0, total};
   }
 
+  void set_memory_fraction(c10::DeviceIndex device, double fraction) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    state(checked_device_index(type_, device)).memory_fraction = fraction;
+  }
+
+  double memory_fraction(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return state(checked_device_index(type_, device)).memory_fraction;
+  }
+
   c10::DataPtr adopt(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ensure_within_fraction(device.index(), nbytes);
+    }
     translate_runtime_errors([&] { platform().adopt(device.index(), nbytes); });
     auto* block = new Block{this, host_data.get(), nbytes, nbytes, device.index(), 0, {}, {}, true,
                             std::move(host_data)};
@@ -153,6 +169,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     DeviceStats stats;
     std::unordered_map<size_t, std::vector<Block*>> cached;  // by rounded size
     std::vector<Block*> awaiting_streams;                   // freed, used on busy streams
+    double memory_fraction = 1.0;                           // of the capacity this process may reserve
   };
 
   runtime::Platform& platform() const { return platform_for(type_); }
@@ -216,8 +233,41 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return block;
   }
 
+  // The per-process memory fraction caps reserved memory below the device's
+  // capacity; the cache is given back first if that makes room, as with CUDA.
+  // Caller holds mutex_.
+  void ensure_within_fraction(c10::DeviceIndex device, size_t size) {
+    DeviceState& dev = state(device);
+    if (dev.memory_fraction >= 1.0) {
+      return;
+    }
+    const size_t capacity = platform().capacity(device);
+    const auto limit = static_cast<size_t>(dev.memory_fraction * static_cast<double>(capacity));
+    auto reserved = [&] {
+      return static_cast<size_t>(dev.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+    };
+    if (reserved() + size <= limit) {
+      return;
+    }
+    ++dev.stats.num_alloc_retries;
+    release_cached(device);
+    if (reserved() + size <= limit) {
+      return;
+    }
+    ++dev.stats.num_ooms;
+    constexpr double kMiB = 1024.0 * 1024.0;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, c10::Device(type_, device), " out of memory: tried to allocate ",
+                     static_cast<double>(size) / kMiB, " MiB, but the per-process memory fraction ",
+                     dev.memory_fraction, " limits this process to ", static_cast<double>(limit) / kMiB,
+                     " MiB of the device's ", static_cast<double>(capacity) / kMiB, " MiB, and ",
+                     static_cast<double>(reserved()) / kMiB,
+                     " MiB are in use. Free tensors, or raise the limit with torch.",
+                     c10::DeviceTypeName(type_, /*lower_case=*/true), ".set_per_process_memory_fraction().");
+  }
+
   Block* new_block(c10::DeviceIndex device, size_t size) {
     DeviceState& dev = state(device);
+    ensure_within_fraction(device, size);
     void* pointer = nullptr;
     try {
       pointer = platform().malloc(device, size);
@@ -330,6 +380,14 @@ CachingDeviceAllocator& caching_allocator(c10::DeviceType type) {
 }
 
 c10::DeviceAllocator& device_allocator(c10::DeviceType type) { return caching_allocator(type); }
+
+void set_memory_fraction(c10::DeviceType type, c10::DeviceIndex device, double fraction) {
+  caching_allocator(type).set_memory_fraction(device, fraction);
+}
+
+double memory_fraction(c10::DeviceType type, c10::DeviceIndex device) {
+  return caching_allocator(type).memory_fraction(device);
+}
 
 c10::DataPtr adopt_as_device_memory(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
   return caching_allocator(device.type()).adopt(std::move(host_data), nbytes, device);

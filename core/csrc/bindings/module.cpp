@@ -180,6 +180,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_accumulated_memory_stats", [](const std::string& device_type, int device) {
     device_allocator(parse_device_type(device_type)).resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
   });
+  m.def("set_memory_fraction", [](const std::string& device_type, int device, double fraction) {
+    set_memory_fraction(parse_device_type(device_type), static_cast<c10::DeviceIndex>(device), fraction);
+  });
+  m.def("memory_fraction", [](const std::string& device_type, int device) {
+    return memory_fraction(parse_device_type(device_type), static_cast<c10::DeviceIndex>(device));
+  });
   m.def("mem_get_info", [](const std::string& device_type, int device) {
     return device_allocator(parse_device_type(device_type)).getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });

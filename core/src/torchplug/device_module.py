@@ -266,6 +266,16 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         _deprecated("reset_max_memory_cached", "reset_peak_memory_stats")
         reset_peak_memory_stats(device)
 
+    def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+        """Caps what this process may reserve on ``device`` at ``fraction`` of its
+        capacity; allocations beyond it raise ``torch.OutOfMemoryError``."""
+        if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+        native().set_memory_fraction(key, _index(device), float(fraction))
+
+    def get_per_process_memory_fraction(device: Any = None) -> float:
+        return native().memory_fraction(key, _index(device))
+
     def device_memory_used(device: Any = None) -> int:
         """Bytes of the device's capacity in use (by this process: the devices are simulated)."""
         free, total = mem_get_info(device)
@@ -386,6 +396,8 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         "memory_cached": memory_cached,
         "max_memory_cached": max_memory_cached,
         "reset_max_memory_cached": reset_max_memory_cached,
+        "set_per_process_memory_fraction": set_per_process_memory_fraction,
+        "get_per_process_memory_fraction": get_per_process_memory_fraction,
         "device_memory_used": device_memory_used,
         "can_device_access_peer": can_device_access_peer,
         "empty_cache": empty_cache,
