@@ -22,6 +22,19 @@ def run(*command: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> s
     return result.stdout
 
 
+def clean_venv(root: Path, *wheels: Path) -> tuple[Path, dict[str, str]]:
+    """A new virtual environment under `root` with only `wheels` (and what they
+    require) installed; returns its bin directory and an environment free of
+    the workspace's virtualenv and uv settings."""
+    uv = shutil.which("uv")
+    venv = root / "venv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
+    run(uv, "venv", "--python", sys.executable, str(venv), env=env)
+    python = venv / "bin" / "python"
+    run(uv, "pip", "install", "--python", str(python), *map(str, wheels), env=env)
+    return venv / "bin", env
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     uv = shutil.which("uv")
@@ -82,14 +95,9 @@ def test_core_wheel_ships_the_plugin_build_kit(wheels: Path) -> None:
 
 
 def test_clean_venv_install_autoloads(wheels: Path, tmp_path: Path) -> None:
-    uv = shutil.which("uv")
-    venv = tmp_path / "venv"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
-    run(uv, "venv", "--python", sys.executable, str(venv), env=env)
-    python = venv / "bin" / "python"
-    run(uv, "pip", "install", "--python", str(python), *map(str, wheels.glob("*.whl")), env=env)
+    bin_dir, env = clean_venv(tmp_path, *wheels.glob("*.whl"))
     out = run(
-        str(python),
+        str(bin_dir / "python"),
         "-c",
         "import torch; print(torch.foo.is_available()); print(repr(torch.ones(2, device='foo') * 3)); "
         "print(repr(torch.ones(1, device='hpu')))",
@@ -101,20 +109,15 @@ def test_clean_venv_install_autoloads(wheels: Path, tmp_path: Path) -> None:
         "tensor([3., 3.], device='foo:0')",
         "tensor([1.], device='hpu:0')",
     ]
-    doctor = run(str(venv / "bin" / "torchplug"), "doctor", "--json", cwd=tmp_path, env=env)
+    doctor = run(str(bin_dir / "torchplug"), "doctor", "--json", cwd=tmp_path, env=env)
     assert '"status": "active"' in doctor
 
 
 def test_clean_venv_install_of_the_npu_wheel(wheels: Path, tmp_path: Path) -> None:
     """torch_vnpu's compiled operators load from the installed wheel, next to torch_foo."""
-    uv = shutil.which("uv")
-    venv = tmp_path / "venv"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
-    run(uv, "venv", "--python", sys.executable, str(venv), env=env)
-    python = venv / "bin" / "python"
-    run(uv, "pip", "install", "--python", str(python), *map(str, wheels.glob("*.whl")), env=env)
+    bin_dir, env = clean_venv(tmp_path, *wheels.glob("*.whl"))
     out = run(
-        str(python),
+        str(bin_dir / "python"),
         "-c",
         "import torch; x = torch.zeros(2, device='npu'); "
         "print(torch.accelerator.current_accelerator(), torch.ops.npu.fast_gelu(x).tolist())",
@@ -125,17 +128,12 @@ def test_clean_venv_install_of_the_npu_wheel(wheels: Path, tmp_path: Path) -> No
 
 
 def test_conformance_suite_runs_against_an_installed_backend(wheels: Path, tmp_path: Path) -> None:
-    uv = shutil.which("uv")
-    venv = tmp_path / "venv"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
-    run(uv, "venv", "--python", sys.executable, str(venv), env=env)
-    python = venv / "bin" / "python"
-    backend = [str(next(wheels.glob(f"{name}-*.whl"))) for name in ("torchplug", "torch_foo")]
-    suite = str(next(wheels.glob("torchplug_testing-*.whl")))
-    run(uv, "pip", "install", "--python", str(python), *backend, suite, env=env)
+    backend = [next(wheels.glob(f"{name}-*.whl")) for name in ("torchplug", "torch_foo")]
+    suite = next(wheels.glob("torchplug_testing-*.whl"))
+    bin_dir, env = clean_venv(tmp_path, *backend, suite)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     out = run(
-        str(python),
+        str(bin_dir / "python"),
         "-m",
         "pytest",
         "--device",
@@ -155,7 +153,7 @@ def test_conformance_suite_runs_against_an_installed_backend(wheels: Path, tmp_p
     assert report["expectations"] == "torch_foo/conformance.toml"
     assert report["groups"]["creation"]["passed"] > 0
     checked = run(
-        str(venv / "bin" / "torchplug"),
+        str(bin_dir / "torchplug"),
         "check",
         "foo",
         "--json",
