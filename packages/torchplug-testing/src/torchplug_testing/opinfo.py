@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import unittest
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,27 +173,7 @@ def _assert_same_metadata(actual: Any, expected: Any) -> None:
 
 
 def sweep_forward(op: Any, device: str, dtype: torch.dtype, limit: int | None) -> SweepResult:
-    result = SweepResult()
-    for index, sample, failed in samples(op, device, dtype, False, limit):
-        if failed is not None:
-            result.record(index, failed)
-            break
-        arguments = arguments_of(sample)
-        reference = to_cpu_reference(arguments, device)
-        try:
-            with RandomOpDetector() as detector:
-                expected = call(op, reference)
-        except Exception:
-            continue  # the CPU rejects this sample too: nothing to compare
-        error: BaseException | None = None
-        try:
-            actual = call(op, arguments)
-            check_on_device(device, arguments, actual)
-            compare(op, actual, expected, detector.random)
-        except Exception as caught:
-            error = caught
-        result.record(index, error)
-    return result
+    return _sweep(op, device, dtype, limit, call, requires_grad=False)
 
 
 def _gradients(op: Any, arguments: tuple) -> tuple | None:
@@ -211,8 +191,21 @@ def _gradients(op: Any, arguments: tuple) -> tuple | None:
 
 
 def sweep_backward(op: Any, device: str, dtype: torch.dtype, limit: int | None) -> SweepResult:
+    return _sweep(op, device, dtype, limit, _gradients, requires_grad=True)
+
+
+def _sweep(
+    op: Any,
+    device: str,
+    dtype: torch.dtype,
+    limit: int | None,
+    evaluate: Callable[[Any, tuple], Any],
+    requires_grad: bool,
+) -> SweepResult:
+    """Evaluates each sample on the device and on the CPU and compares. A sample
+    the CPU rejects, or (backward) one with nothing to differentiate, is skipped."""
     result = SweepResult()
-    for index, sample, failed in samples(op, device, dtype, True, limit):
+    for index, sample, failed in samples(op, device, dtype, requires_grad, limit):
         if failed is not None:
             result.record(index, failed)
             break
@@ -220,14 +213,14 @@ def sweep_backward(op: Any, device: str, dtype: torch.dtype, limit: int | None) 
         reference = to_cpu_reference(arguments, device)
         try:
             with RandomOpDetector() as detector:
-                expected = _gradients(op, reference)
+                expected = evaluate(op, reference)
         except Exception:
             continue
-        if expected is None:
+        if requires_grad and expected is None:
             continue
         error: BaseException | None = None
         try:
-            actual = _gradients(op, arguments)
+            actual = evaluate(op, arguments)
             check_on_device(device, arguments, actual)
             compare(op, actual, expected, detector.random)
         except Exception as caught:
