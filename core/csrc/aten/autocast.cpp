@@ -5,13 +5,12 @@
 // type. torch ships the operator lists; this registers them for the device.
 #include "aten/autocast.h"
 
-#include <array>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
+
+#include "aten/library_registry.h"
 
 namespace torchplug {
 namespace {
@@ -53,32 +52,27 @@ void register_policies(torch::Library& m) {
 }  // namespace
 
 void register_autocast(c10::DeviceType type) {
-  static std::mutex mutex;
-  // Registrations live as long as their Library objects: for the process.
-  static auto* libraries = new std::vector<std::unique_ptr<torch::Library>>();
-  static std::array<bool, static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)> done{};
-  std::lock_guard<std::mutex> lock(mutex);
-  if (done[static_cast<size_t>(type)]) {
-    return;
-  }
-  const c10::DispatchKey key = at::autocast::get_autocast_dispatch_key_from_device_type(type);
-  // Operators without a policy run unchanged.
-  auto passthrough = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
-  passthrough->fallback(torch::CppFunction::makeFallthrough());
-  auto policies = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
-  switch (type) {
-    case c10::DeviceType::PrivateUse1:
-      register_policies<c10::DeviceType::PrivateUse1>(*policies);
-      break;
-    case c10::DeviceType::HPU:
-      register_policies<c10::DeviceType::HPU>(*policies);
-      break;
-    default:
-      TORCH_CHECK(false, "torchplug has no autocast support for device type ", type, ".");
-  }
-  libraries->push_back(std::move(passthrough));
-  libraries->push_back(std::move(policies));
-  done[static_cast<size_t>(type)] = true;
+  register_once(type, [type] {
+    const c10::DispatchKey key = at::autocast::get_autocast_dispatch_key_from_device_type(type);
+    // Operators without a policy run unchanged.
+    auto passthrough = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
+    passthrough->fallback(torch::CppFunction::makeFallthrough());
+    auto policies = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+    switch (type) {
+      case c10::DeviceType::PrivateUse1:
+        register_policies<c10::DeviceType::PrivateUse1>(*policies);
+        break;
+      case c10::DeviceType::HPU:
+        register_policies<c10::DeviceType::HPU>(*policies);
+        break;
+      default:
+        TORCH_CHECK(false, "torchplug has no autocast support for device type ", type, ".");
+    }
+    Libraries libraries;
+    libraries.push_back(std::move(passthrough));
+    libraries.push_back(std::move(policies));
+    return libraries;
+  });
 }
 
 }  // namespace torchplug

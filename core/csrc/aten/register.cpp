@@ -1,7 +1,4 @@
-#include <array>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include <torch/library.h>
 
@@ -12,6 +9,7 @@
 #include "aten/host_alias.h"
 #include "aten/host_allocator.h"
 #include "aten/kernels.h"
+#include "aten/library_registry.h"
 
 namespace torchplug {
 
@@ -21,25 +19,20 @@ void register_native_kernels(torch::Library& library);
 void register_host_kernels(torch::Library& library);
 
 void register_kernels(c10::DeviceType type) {
-  static std::mutex mutex;
-  // Registrations live as long as their Library objects: for the process.
-  static auto* libraries = new std::vector<std::unique_ptr<torch::Library>>();
-  static std::array<bool, static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)> done{};
-  std::lock_guard<std::mutex> lock(mutex);
-  if (done[static_cast<size_t>(type)]) {
-    return;
-  }
-  const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, std::nullopt, c10::Device(type));
-  auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
-  register_factory_kernels(*kernels);
-  register_copy_kernels(*kernels);
-  register_native_kernels(*kernels);
-  register_host_kernels(*kernels);
-  auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
-  fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
-  libraries->push_back(std::move(kernels));
-  libraries->push_back(std::move(fallback));
-  done[static_cast<size_t>(type)] = true;
+  register_once(type, [type] {
+    const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, std::nullopt, c10::Device(type));
+    auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+    register_factory_kernels(*kernels);
+    register_copy_kernels(*kernels);
+    register_native_kernels(*kernels);
+    register_host_kernels(*kernels);
+    auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
+    fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    Libraries libraries;
+    libraries.push_back(std::move(kernels));
+    libraries.push_back(std::move(fallback));
+    return libraries;
+  });
 }
 
 }  // namespace torchplug
