@@ -140,18 +140,25 @@ def privateuse1_owner(name: str, config: settings.Settings) -> tuple[str, str]:
     )
 
 
-def check_torch_version() -> None:
-    """Refuses to load the native core into a torch it was not compiled for."""
+def check_torch_version(package: str = "torchplug", built_for: str | None = None) -> None:
+    """Refuses to load a native build into a torch it was not compiled for.
+
+    ``built_for`` is the torch version the package's extension was built
+    against (its ``_build_info.TORCH_VERSION``, which CMake's
+    ``torchplug_install_build_info`` writes); by default, the core's own.
+    """
     import torch
 
-    from torchplug import _build_info
+    if built_for is None:
+        from torchplug import _build_info
 
+        built_for = _build_info.TORCH_VERSION
     running = torch.__version__.split("+")[0]
-    if running != _build_info.TORCH_VERSION:
+    if running != built_for:
         raise BackendLoadError(
-            f"torchplug was built for torch {_build_info.TORCH_VERSION} but torch {running} is "
-            f"running; install the torchplug release built for torch {running}, or "
-            f"`pip install torch=={_build_info.TORCH_VERSION}`."
+            f"{package} was built for torch {built_for} but torch {running} is "
+            f"running; install the {package} release built for torch {running}, or "
+            f"`pip install torch=={built_for}`."
         )
 
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from torchplug import loader
+
 _lock = threading.Lock()
 _loaded = False
 
@@ -30,7 +32,9 @@ def load() -> None:
     with _lock:
         if _loaded:
             return
-        _check_torch_version()
+        from torch_vnpu import _build_info
+
+        loader.check_torch_version("torch_vnpu", _build_info.TORCH_VERSION)
         importlib.import_module("torch_vnpu._C")  # its static initializers define torch.ops.npu.*
         _register_fake_kernels()
         _register_autograd()
@@ -40,8 +44,6 @@ def load() -> None:
 def operator(name: str) -> Callable[..., Any]:
     """``torch.ops.npu.<name>``, or a clear error if the npu backend is not active."""
     if not _loaded:
-        from torchplug import loader
-
         status = loader.statuses().get("npu")
         reason = status.reason if status is not None else "torch_vnpu was never activated"
         raise OperatorsUnavailableError(
@@ -49,18 +51,6 @@ def operator(name: str) -> Callable[..., Any]:
             f"{reason.rstrip('.')}. Run `torchplug doctor` for details."
         )
     return getattr(torch.ops.npu, name)
-
-
-def _check_torch_version() -> None:
-    from torch_vnpu import _build_info
-
-    running = torch.__version__.split("+")[0]
-    if running != _build_info.TORCH_VERSION:
-        raise ImportError(
-            f"torch_vnpu's operators were built for torch {_build_info.TORCH_VERSION} but torch "
-            f"{running} is running; install the torch_vnpu release built for torch {running}, or "
-            f"`pip install torch=={_build_info.TORCH_VERSION}`."
-        )
 
 
 def _register_fake_kernels() -> None:
