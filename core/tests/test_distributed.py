@@ -63,6 +63,40 @@ def test_registration_is_cheap_and_lazy() -> None:
     assert result.stdout.split() == ["torchplug", "torchplug", "['foo',", "'hpu']", "False"]
 
 
+# The last reference to a finished collective is often dropped by a Gloo worker
+# thread, and needs the GIL when the work saved Python objects with its
+# thread-local state (DDP's hooks run inside backward, which stashes some). The
+# script holds the GIL while the worker finishes (a 30 s switch interval), then
+# destroys the group: the backend must let go of the GIL while Gloo joins its
+# workers, or both wait forever.
+DESTROY_WHILE_A_WORKER_NEEDS_THE_GIL = """
+import sys, time, torch, torch.distributed as dist
+sys.setswitchinterval(30)
+torch._C._stash_obj_in_tls("torchplug-test", object())
+dist.init_process_group("foo:torchplug", init_method=sys.argv[1], rank=0, world_size=1)
+tensor = torch.ones(1 << 20, device="foo")
+for _ in range(16):
+    dist.all_reduce(tensor, async_op=True)
+torch._C._stash_obj_in_tls("torchplug-test", object())
+deadline = time.monotonic() + 0.5
+while time.monotonic() < deadline:
+    pass
+dist.destroy_process_group()
+print("destroyed")
+"""
+
+
+def test_destroy_process_group_while_a_worker_needs_the_gil(tmp_path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", DESTROY_WHILE_A_WORKER_NEEDS_THE_GIL, f"file://{tmp_path}/store"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["destroyed"]
+
+
 def test_local_rank_beyond_the_simulated_devices_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
