@@ -274,6 +274,10 @@ def ddp(device: str, rank: int, world: int) -> None:
     shards = [(x.chunk(world)[rank], y.chunk(world)[rank]) for x, y in batches]
     model = torch.nn.parallel.DistributedDataParallel(_model().to(local_device))
     _train(model, shards, local_device)
+    # DDP times its iterations with the device's timer (events on the current stream).
+    timing = model._get_ddp_logging_data()
+    for stage in ("forward_compute", "backward_compute", "backward_comm"):
+        assert timing.get(f"avg_{stage}_time", 0) > 0, f"no {stage} time in {timing}"
 
     reference = _model()
     _train(reference, batches, "cpu")
