@@ -114,11 +114,14 @@ def collectives(device: str, rank: int, world: int) -> None:
     dist.reduce_scatter_tensor(chunk, source.to(device))
     total = sum(torch.arange(2.0 * world) * (r + 1) for r in range(world))
     expect_equal("reduce_scatter_tensor", chunk, total[2 * rank : 2 * rank + 2])
+    dist.reduce_scatter_tensor(chunk, source.to(device), op=dist.ReduceOp.AVG)
+    expect_equal("reduce_scatter_tensor AVG", chunk, total[2 * rank : 2 * rank + 2] / world)
 
-    tensor = per_rank(rank).to(device)
-    dist.reduce(tensor, dst=0)
-    if rank == 0:
-        expect_equal("reduce", tensor, expected[dist.ReduceOp.SUM])
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
+        tensor = per_rank(rank).to(device)
+        dist.reduce(tensor, dst=0, op=op)
+        if rank == 0:
+            expect_equal(f"reduce {op}", tensor, expected[op])
 
     gather_list = [torch.empty(4, device=device) for _ in range(world)] if rank == 0 else None
     dist.gather(per_rank(rank).to(device), gather_list, dst=0)

@@ -47,12 +47,6 @@ std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& list
   return all;
 }
 
-// Gloo has no AVG: it sums, and the handle divides once the sum arrived.
-struct Average {
-  bool requested = false;
-  c10d::ReduceOp transport_op;
-};
-
 Average split_average(const char* collective, const c10d::ReduceOp& op, const std::vector<at::Tensor>& tensors) {
   if (op.op_ != c10d::ReduceOp::AVG) {
     return {false, op};
@@ -71,6 +65,12 @@ std::function<void()> divide_by(int size, std::vector<at::Tensor> host_outputs) 
       output.div_(size);
     }
   };
+}
+
+template <typename Options>
+Options with_transport_op(Options opts, const Average& average) {
+  opts.reduceOp = average.transport_op;
+  return opts;
 }
 
 }  // namespace
@@ -134,6 +134,14 @@ std::vector<std::vector<at::Tensor>> DeviceCollectives::host_views(
   return views;
 }
 
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduction_work(c10::intrusive_ptr<c10d::Work> transport_work,
+                                                                 std::vector<at::Tensor> outputs, c10d::OpType op_type,
+                                                                 const Average& average,
+                                                                 std::vector<at::Tensor> host_outputs) {
+  return c10::make_intrusive<DeviceWork>(std::move(transport_work), std::move(outputs), op_type, getRank(),
+                                         average.requested ? divide_by(getSize(), std::move(host_outputs)) : nullptr);
+}
+
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   auto views = host_views("broadcast", tensors);
@@ -145,34 +153,26 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::allreduce(std::vector<at::Tens
                                                             const c10d::AllreduceOptions& opts) {
   const Average average = split_average("all_reduce", opts.reduceOp, tensors);
   auto views = host_views("all_reduce", tensors);
-  c10d::AllreduceOptions transport_opts = opts;
-  transport_opts.reduceOp = average.transport_op;
-  auto work = transport_->allreduce(views, transport_opts);
-  return c10::make_intrusive<DeviceWork>(std::move(work), tensors, c10d::OpType::ALLREDUCE, getRank(),
-                                         average.requested ? divide_by(getSize(), views) : nullptr);
+  auto work = transport_->allreduce(views, with_transport_op(opts, average));
+  return reduction_work(std::move(work), tensors, c10d::OpType::ALLREDUCE, average, views);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                       const c10d::AllreduceCoalescedOptions& opts) {
   const Average average = split_average("all_reduce_coalesced", opts.reduceOp, tensors);
   auto views = host_views("all_reduce_coalesced", tensors);
-  c10d::AllreduceCoalescedOptions transport_opts = opts;
-  transport_opts.reduceOp = average.transport_op;
-  auto work = transport_->allreduce_coalesced(views, transport_opts);
-  return c10::make_intrusive<DeviceWork>(std::move(work), tensors, c10d::OpType::ALLREDUCE_COALESCED, getRank(),
-                                         average.requested ? divide_by(getSize(), views) : nullptr);
+  auto work = transport_->allreduce_coalesced(views, with_transport_op(opts, average));
+  return reduction_work(std::move(work), tensors, c10d::OpType::ALLREDUCE_COALESCED, average, views);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
   const Average average = split_average("reduce", opts.reduceOp, tensors);
   auto views = host_views("reduce", tensors);
-  c10d::ReduceOptions transport_opts = opts;
-  transport_opts.reduceOp = average.transport_op;
-  auto work = transport_->reduce(views, transport_opts);
+  auto work = transport_->reduce(views, with_transport_op(opts, average));
+  // Only the root receives the sum to divide.
   const bool is_root = getRank() == opts.rootRank;
-  return c10::make_intrusive<DeviceWork>(std::move(work), tensors, c10d::OpType::REDUCE, getRank(),
-                                         average.requested && is_root ? divide_by(getSize(), views) : nullptr);
+  return reduction_work(std::move(work), tensors, c10d::OpType::REDUCE, is_root ? average : Average{}, views);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -234,11 +234,8 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_scatter(std::vector<at:
   const Average average = split_average("reduce_scatter", opts.reduceOp, outputs);
   auto output_views = host_views("reduce_scatter", outputs);
   auto input_views = host_views("reduce_scatter", inputs);
-  c10d::ReduceScatterOptions transport_opts = opts;
-  transport_opts.reduceOp = average.transport_op;
-  auto work = transport_->reduce_scatter(output_views, input_views, transport_opts);
-  return c10::make_intrusive<DeviceWork>(std::move(work), outputs, c10d::OpType::REDUCE_SCATTER, getRank(),
-                                         average.requested ? divide_by(getSize(), output_views) : nullptr);
+  auto work = transport_->reduce_scatter(output_views, input_views, with_transport_op(opts, average));
+  return reduction_work(std::move(work), outputs, c10d::OpType::REDUCE_SCATTER, average, output_views);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -246,12 +243,8 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::_reduce_scatter_base(at::Tenso
   const Average average = split_average("reduce_scatter_tensor", opts.reduceOp, {output});
   auto output_view = host_view("reduce_scatter_tensor", output);
   auto input_view = host_view("reduce_scatter_tensor", input);
-  c10d::ReduceScatterOptions transport_opts = opts;
-  transport_opts.reduceOp = average.transport_op;
-  auto work = transport_->_reduce_scatter_base(output_view, input_view, transport_opts);
-  return c10::make_intrusive<DeviceWork>(std::move(work), std::vector<at::Tensor>{output},
-                                         c10d::OpType::_REDUCE_SCATTER_BASE, getRank(),
-                                         average.requested ? divide_by(getSize(), {output_view}) : nullptr);
+  auto work = transport_->_reduce_scatter_base(output_view, input_view, with_transport_op(opts, average));
+  return reduction_work(std::move(work), {output}, c10d::OpType::_REDUCE_SCATTER_BASE, average, {output_view});
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_scatter_tensor_coalesced(
@@ -259,11 +252,9 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_scatter_tensor_coalesce
   const Average average = split_average("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
   auto output_views = host_views("reduce_scatter_tensor_coalesced", outputs);
   auto input_views = host_views("reduce_scatter_tensor_coalesced", inputs);
-  c10d::ReduceScatterOptions transport_opts = opts;
-  transport_opts.reduceOp = average.transport_op;
-  auto work = transport_->reduce_scatter_tensor_coalesced(output_views, input_views, transport_opts);
-  return c10::make_intrusive<DeviceWork>(std::move(work), outputs, c10d::OpType::COALESCED, getRank(),
-                                         average.requested ? divide_by(getSize(), output_views) : nullptr);
+  auto work =
+      transport_->reduce_scatter_tensor_coalesced(output_views, input_views, with_transport_op(opts, average));
+  return reduction_work(std::move(work), outputs, c10d::OpType::COALESCED, average, output_views);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::alltoall_base(at::Tensor& output, at::Tensor& input,

@@ -13,6 +13,13 @@ namespace torchplug::distributed {
 // The name users pass to init_process_group (e.g. "cpu:gloo,foo:torchplug").
 inline constexpr const char* kBackendName = "torchplug";
 
+// Gloo has no ReduceOp.AVG: the transport sums, and the handle divides once
+// the sum arrived.
+struct Average {
+  bool requested = false;
+  c10d::ReduceOp transport_op;
+};
+
 class DeviceCollectives final : public c10d::Backend {
  public:
   // `transport` is a Gloo backend of the same rank and size, created on a
@@ -80,6 +87,10 @@ class DeviceCollectives final : public c10d::Backend {
                                                   const std::vector<std::vector<at::Tensor>>& tensors);
   at::Tensor host_view(const char* collective, const at::Tensor& tensor);
   void check_device(const char* collective, const at::Tensor& tensor);
+  // The handle of a reduction; for an average, it divides `host_outputs` by the world size.
+  c10::intrusive_ptr<c10d::Work> reduction_work(c10::intrusive_ptr<c10d::Work> transport_work,
+                                                std::vector<at::Tensor> outputs, c10d::OpType op_type,
+                                                const Average& average, std::vector<at::Tensor> host_outputs);
 
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::vector<std::optional<at::Device>> devices_;  // per device type: the device bound to this group
