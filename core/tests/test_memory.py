@@ -81,6 +81,41 @@ def test_pinned_memory(device: str) -> None:
     torch.accelerator.empty_host_cache()
 
 
+def test_host_memory_stats(device: str) -> None:
+    module = getattr(torch, device)
+    torch.accelerator.empty_host_cache()
+    module.reset_peak_host_memory_stats()
+    module.reset_accumulated_host_memory_stats()
+    before = module.host_memory_stats()
+    assert before["num_host_alloc"] == 0
+    assert before["host_alloc_time.count"] == 0
+
+    size = 3 << 20  # a size no other test pins, so the cache cannot serve it
+    host = torch.empty(size, dtype=torch.uint8).pin_memory()
+    pinned = module.host_memory_stats()
+    assert pinned["num_host_alloc"] == 1
+    assert pinned["host_alloc_time.count"] == 1
+    assert pinned["active_requests.current"] == before["active_requests.current"] + 1
+    assert pinned["active_bytes.current"] == before["active_bytes.current"] + size
+    assert pinned["allocated_bytes.current"] == before["allocated_bytes.current"] + size
+
+    del host  # back to the cache: still allocated, no longer active
+    cached = module.host_memory_stats()
+    assert cached["active_bytes.current"] == before["active_bytes.current"]
+    assert cached["allocated_bytes.current"] == pinned["allocated_bytes.current"]
+    assert cached["active_bytes.peak"] >= size
+
+    torch.accelerator.empty_host_cache()
+    emptied = module.host_memory_stats_as_nested_dict()
+    assert emptied["allocated_bytes"]["current"] == before["allocated_bytes.current"]
+    assert emptied["num_host_free"] >= 1
+    assert emptied["host_free_time"]["count"] == emptied["num_host_free"]
+
+    module.reset_peak_host_memory_stats()
+    after = module.host_memory_stats()
+    assert after["active_bytes.peak"] == after["active_bytes.current"] < size
+
+
 def test_cuda_compatible_memory_queries(device: str) -> None:
     module = getattr(torch, device)
     block = torch.empty(1 << 20, dtype=torch.uint8, device=device)

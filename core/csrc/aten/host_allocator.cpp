@@ -1,6 +1,8 @@
 #include "aten/host_allocator.h"
 
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -14,6 +16,10 @@ namespace {
 
 void release(void* pointer);
 
+int64_t microseconds_since(std::chrono::steady_clock::time_point started) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count();
+}
+
 // Caches freed pinned blocks by size, since pinning is costly on real devices
 // and pinned buffers are typically reused at one size by data loaders.
 class PinnedHostAllocator final : public at::HostAllocator {
@@ -26,11 +32,14 @@ class PinnedHostAllocator final : public at::HostAllocator {
     }
     void* pointer = take_cached(nbytes);
     if (pointer == nullptr) {
+      const auto started = std::chrono::steady_clock::now();
       pointer = translate_runtime_errors([&] { return platform_for(type_).host_malloc(nbytes); });
+      const int64_t microseconds = microseconds_since(started);
       std::lock_guard<std::mutex> lock(mutex_);
       sizes_[pointer] = nbytes;
       stats_.allocations.increase(1);
       stats_.allocated_bytes.increase(nbytes);
+      stats_.host_alloc_time.increase(microseconds);
       ++stats_.num_host_alloc;
     }
     std::lock_guard<std::mutex> lock(mutex_);
@@ -55,7 +64,9 @@ class PinnedHostAllocator final : public at::HostAllocator {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, blocks] : cached_) {
       for (void* pointer : blocks) {
+        const auto started = std::chrono::steady_clock::now();
         platform_for(type_).host_free(pointer);
+        stats_.host_free_time.increase(microseconds_since(started));
         sizes_.erase(pointer);
         stats_.allocations.decrease(1);
         stats_.allocated_bytes.decrease(size);
@@ -75,6 +86,8 @@ class PinnedHostAllocator final : public at::HostAllocator {
     for (auto* stat : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
       stat->reset_accumulated();
     }
+    stats_.host_alloc_time.reset_accumulated();
+    stats_.host_free_time.reset_accumulated();
     stats_.num_host_alloc = 0;
     stats_.num_host_free = 0;
   }
@@ -84,6 +97,8 @@ class PinnedHostAllocator final : public at::HostAllocator {
     for (auto* stat : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
       stat->reset_peak();
     }
+    stats_.host_alloc_time.reset_peak();
+    stats_.host_free_time.reset_peak();
   }
 
   // Returns the block to the cache if this allocator made it.

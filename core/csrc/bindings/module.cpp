@@ -74,6 +74,14 @@ void register_backend(const std::string& device_type, const std::string& platfor
   }
 }
 
+// `name`.current, .peak, .allocated and .freed, as torch.cuda's statistics name them.
+void add_stat(py::dict& result, const std::string& name, const c10::CachingAllocator::Stat& stat) {
+  result[py::str(name + ".current")] = stat.current;
+  result[py::str(name + ".peak")] = stat.peak;
+  result[py::str(name + ".allocated")] = stat.allocated;
+  result[py::str(name + ".freed")] = stat.freed;
+}
+
 py::dict device_stats(const std::string& device_type, int device) {
   const c10::DeviceType type = parse_device_type(device_type);
   const auto stats = device_allocator(type).getDeviceStats(static_cast<c10::DeviceIndex>(device));
@@ -81,11 +89,7 @@ py::dict device_stats(const std::string& device_type, int device) {
   auto add = [&](const char* name, const c10::CachingAllocator::StatArray& array) {
     static const char* pools[] = {"all", "small_pool", "large_pool"};
     for (size_t pool = 0; pool < array.size(); ++pool) {
-      const std::string prefix = std::string(name) + "." + pools[pool] + ".";
-      result[py::str(prefix + "current")] = array[pool].current;
-      result[py::str(prefix + "peak")] = array[pool].peak;
-      result[py::str(prefix + "allocated")] = array[pool].allocated;
-      result[py::str(prefix + "freed")] = array[pool].freed;
+      add_stat(result, std::string(name) + "." + pools[pool], array[pool]);
     }
   };
   add("allocation", stats.allocation);
@@ -99,6 +103,29 @@ py::dict device_stats(const std::string& device_type, int device) {
   result["num_ooms"] = stats.num_ooms;
   result["num_device_alloc"] = stats.num_device_alloc;
   result["num_device_free"] = stats.num_device_free;
+  return result;
+}
+
+// The pinned host allocator's statistics, flat as torch.cuda.host_memory_stats() gives them.
+py::dict host_stats(const std::string& device_type) {
+  const at::HostStats stats = at::getHostAllocator(parse_device_type(device_type))->get_stats();
+  py::dict result;
+  auto add_duration = [&](const char* name, const c10::CachingAllocator::DurationStat& stat) {
+    const std::string prefix = std::string(name) + ".";
+    result[py::str(prefix + "total")] = stat.total;
+    result[py::str(prefix + "max")] = stat.max;
+    result[py::str(prefix + "min")] = stat.min;
+    result[py::str(prefix + "count")] = stat.count;
+    result[py::str(prefix + "avg")] = stat.count == 0 ? 0 : stat.total / stat.count;
+  };
+  add_stat(result, "allocations", stats.allocations);
+  add_stat(result, "allocated_bytes", stats.allocated_bytes);
+  add_stat(result, "active_requests", stats.active_requests);
+  add_stat(result, "active_bytes", stats.active_bytes);
+  add_duration("host_alloc_time", stats.host_alloc_time);
+  add_duration("host_free_time", stats.host_free_time);
+  result["num_host_alloc"] = stats.num_host_alloc;
+  result["num_host_free"] = stats.num_host_free;
   return result;
 }
 
@@ -232,6 +259,13 @@ PYBIND11_MODULE(_C, m) {
     gen.set_state(tensor);
   });
 
+  m.def("host_memory_stats", &host_stats);
+  m.def("reset_peak_host_memory_stats", [](const std::string& device_type) {
+    at::getHostAllocator(parse_device_type(device_type))->reset_peak_stats();
+  });
+  m.def("reset_accumulated_host_memory_stats", [](const std::string& device_type) {
+    at::getHostAllocator(parse_device_type(device_type))->reset_accumulated_stats();
+  });
   m.def("is_pinned", [](const std::string& device_type, uintptr_t pointer) {
     return is_pinned_host_pointer(parse_device_type(device_type), reinterpret_cast<const void*>(pointer));
   });

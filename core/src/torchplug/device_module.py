@@ -238,14 +238,20 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         reset_peak_memory_stats(device)
 
     def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
-        nested: dict[str, Any] = {}
-        for flat_key, value in memory_stats(device).items():
-            *path, leaf = flat_key.split(".")
-            level = nested
-            for part in path:
-                level = level.setdefault(part, {})
-            level[leaf] = value
-        return nested
+        return _nested(memory_stats(device))
+
+    # Pinned host memory (one allocator per device type, as torch.cuda's).
+    def host_memory_stats() -> dict[str, int]:
+        return dict(sorted(native().host_memory_stats(key).items()))
+
+    def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+        return _nested(host_memory_stats())
+
+    def reset_peak_host_memory_stats() -> None:
+        native().reset_peak_host_memory_stats(key)
+
+    def reset_accumulated_host_memory_stats() -> None:
+        native().reset_accumulated_host_memory_stats(key)
 
     def _deprecated(old: str, new: str) -> None:
         warnings.warn(
@@ -393,6 +399,10 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         "reset_max_memory_allocated": reset_max_memory_allocated,
         "reset_accumulated_memory_stats": reset_accumulated_memory_stats,
         "memory_stats_as_nested_dict": memory_stats_as_nested_dict,
+        "host_memory_stats": host_memory_stats,
+        "host_memory_stats_as_nested_dict": host_memory_stats_as_nested_dict,
+        "reset_peak_host_memory_stats": reset_peak_host_memory_stats,
+        "reset_accumulated_host_memory_stats": reset_accumulated_host_memory_stats,
         "memory_cached": memory_cached,
         "max_memory_cached": max_memory_cached,
         "reset_max_memory_cached": reset_max_memory_cached,
@@ -427,6 +437,18 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         setattr(module, attribute, value)
     module.__all__ = [attribute for attribute in exported if not attribute.startswith("_")]
     return module
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"a.b.c": 1}`` as ``{"a": {"b": {"c": 1}}}``: the ``*_as_nested_dict`` form."""
+    nested: dict[str, Any] = {}
+    for flat_key, value in flat.items():
+        *path, leaf = flat_key.split(".")
+        level = nested
+        for part in path:
+            level = level.setdefault(part, {})
+        level[leaf] = value
+    return nested
 
 
 def add_tensor_methods(name: str) -> None:
