@@ -1,7 +1,11 @@
-"""Streams run their work asynchronously and in order; events order and time it."""
+"""Streams run their work asynchronously and in order; events order and time it;
+the sync debug mode flags host waits."""
 
 import time
+import warnings
+from collections.abc import Iterator
 
+import pytest
 import torch
 
 
@@ -115,3 +119,39 @@ def test_stream_context_class(device: str) -> None:
     with torch.foo.StreamContext(None):
         assert torch.foo.current_stream() == before
     assert torch.foo.is_current_stream_capturing() is False
+
+
+@pytest.fixture
+def sync_debug_mode() -> Iterator[None]:
+    yield
+    torch.foo.set_sync_debug_mode("default")
+
+
+@pytest.mark.usefixtures("sync_debug_mode")
+def test_sync_debug_mode_flags_host_waits(device: str) -> None:
+    on_device = torch.arange(4.0, device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert on_device.sum().item() == 6.0  # off by default: no warning
+
+    torch.foo.set_sync_debug_mode("warn")
+    assert torch.foo.get_sync_debug_mode() == 1
+    assert torch.hpu.get_sync_debug_mode() == 0  # per device type
+    with pytest.warns(UserWarning, match=r"synchronizing foo operation \(item\(\) on foo:0\)"):
+        on_device.sum().item()
+    with pytest.warns(UserWarning, match=r"Memcpy DtoH on foo:0"):
+        on_device.cpu()
+    with pytest.warns(UserWarning, match=r"Memcpy HtoD on foo:0"):
+        torch.ones(4).to(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pinned = torch.ones(4).pin_memory()
+        (pinned.to(device, non_blocking=True) + on_device).mul_(2)  # no host wait
+
+    torch.foo.set_sync_debug_mode(2)
+    with pytest.raises(RuntimeError, match=r"set_sync_debug_mode\('default'\)"):
+        on_device.cpu()
+    torch.foo.set_sync_debug_mode("default")
+    assert on_device.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(RuntimeError, match="expected one of default, warn, error"):
+        torch.foo.set_sync_debug_mode("loud")

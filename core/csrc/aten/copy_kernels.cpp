@@ -10,6 +10,7 @@
 #include "aten/device_activity.h"
 #include "aten/host_alias.h"
 #include "aten/host_allocator.h"
+#include "aten/sync_debug.h"
 #include "runtime/memory_guard.h"
 
 namespace torchplug {
@@ -70,6 +71,9 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   if (non_blocking && try_async_copy(src, dst)) {
     return dst;
   }
+  if (!non_blocking && is_device(src) != is_device(dst)) {
+    check_synchronizing_operation(is_device(src) ? src.device() : dst.device(), copy_name(src, dst));
+  }
   for (const at::Tensor* tensor : {&src, &dst}) {
     if (is_device(*tensor)) {
       checked_device_index(tensor->device().type(), tensor->device().index());
@@ -95,6 +99,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  check_synchronizing_operation(self.device(), "item()");
   wait_for_current_stream(self.device());
   runtime::KernelAccess access{self.storage().data()};
   return at::_local_scalar_dense(host_alias(self));

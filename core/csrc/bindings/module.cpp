@@ -24,6 +24,7 @@
 #include "aten/kernels.h"
 #include "aten/kineto_profiler.h"
 #include "aten/profiler_stubs.h"
+#include "aten/sync_debug.h"
 #include "bindings/kernel_api.h"
 #include "runtime/errors.h"
 #include "runtime/memory_guard.h"
@@ -265,6 +266,13 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("reset_accumulated_host_memory_stats", [](const std::string& device_type) {
     at::getHostAllocator(parse_device_type(device_type))->reset_accumulated_stats();
+  });
+  m.def("set_sync_debug_mode", [](const std::string& device_type, int mode) {
+    TORCH_CHECK(mode >= 0 && mode <= 2, "sync debug mode ", mode, " is not one of 0 (default), 1 (warn), 2 (error).");
+    set_sync_debug_mode(parse_device_type(device_type), static_cast<SyncDebugMode>(mode));
+  });
+  m.def("sync_debug_mode", [](const std::string& device_type) {
+    return static_cast<int>(sync_debug_mode(parse_device_type(device_type)));
   });
   m.def("is_pinned", [](const std::string& device_type, uintptr_t pointer) {
     return is_pinned_host_pointer(parse_device_type(device_type), reinterpret_cast<const void*>(pointer));

@@ -195,6 +195,22 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
             if self.previous is not None:
                 set_stream(self.previous)
 
+    def set_sync_debug_mode(debug_mode: int | str) -> None:
+        """Warns (1, "warn") or raises (2, "error") when an operation makes the host
+        wait for the device: blocking copies to or from the host, ``item()``.
+        0 or "default" turns the checks off."""
+        if isinstance(debug_mode, str):
+            if debug_mode not in _SYNC_DEBUG_MODES:
+                raise RuntimeError(
+                    f"invalid value of debug_mode {debug_mode!r}, expected one of "
+                    f"{', '.join(_SYNC_DEBUG_MODES)} (or 0, 1, 2)"
+                )
+            debug_mode = _SYNC_DEBUG_MODES.index(debug_mode)
+        native().set_sync_debug_mode(key, int(debug_mode))
+
+    def get_sync_debug_mode() -> int:
+        return native().sync_debug_mode(key)
+
     def is_current_stream_capturing() -> bool:
         """Always False: the simulated devices have no graph capture."""
         return False
@@ -387,6 +403,8 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         "stream": stream,
         "StreamContext": StreamContext,
         "is_current_stream_capturing": is_current_stream_capturing,
+        "set_sync_debug_mode": set_sync_debug_mode,
+        "get_sync_debug_mode": get_sync_debug_mode,
         "Stream": Stream,
         "Event": Event,
         "_sleep": _sleep,
@@ -437,6 +455,10 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         setattr(module, attribute, value)
     module.__all__ = [attribute for attribute in exported if not attribute.startswith("_")]
     return module
+
+
+# torch.cuda.set_sync_debug_mode's names, in the order of their numbers.
+_SYNC_DEBUG_MODES = ("default", "warn", "error")
 
 
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:
