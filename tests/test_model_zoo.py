@@ -1,0 +1,173 @@
+"""Real models train on every device exactly as on the CPU (issue 15).
+
+Tiny HF transformers and torchvision models (tests/zoo_models.py) are built
+on the CPU, copied to the device and checked against the CPU in the same
+process: parameter ties after ``.to()``, the eval forward, 3 AdamW training
+steps (fp32 losses within 1e-5), greedy ``generate()`` tokens and a
+save/load round trip on the device.
+
+To keep the cost to two interpreters, one child process per PrivateUse1 owner
+runs every model on its devices and reports JSON (``foo`` with ``hpu`` beside
+it, then ``npu`` with ``TORCHPLUG_PRIVATEUSE1=npu``); each test reads its own
+(model, device) result. ``hpu`` runs eval, generate and the round trip; its
+training is a strict expected failure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zoo_models
+
+from fresh_interpreter import run_python
+
+LOSS_TOLERANCE = 1e-5
+OUTPUT_TOLERANCE = 1e-5
+CHILD_TIMEOUT_SECONDS = 900
+
+HPU_BACKWARD_BLOCKED = (
+    "hpu backward is blocked upstream: on PyPI's torch (a CUDA build) the autograd engine "
+    "asserts (opt_ready_stream && opt_parent_stream) when HPU is not the accelerator"
+)
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """One child interpreter: the devices it checks, those of them that train, and the
+    PrivateUse1 backend it activates."""
+
+    devices: list[str]
+    train_on: list[str]
+    privateuse1: str
+
+
+CHILD_RUNS = (
+    ChildRun(["foo", "hpu"], train_on=["foo"], privateuse1="foo"),
+    ChildRun(["npu"], train_on=["npu"], privateuse1="npu"),
+)
+DEVICES = [device for run in CHILD_RUNS for device in run.devices]
+
+
+class ZooResults:
+    """Starts each child run on first use and keeps what it reported."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self._reports: dict[str, tuple[dict[str, Any], str]] = {}
+
+    def of(self, model: str, device: str) -> dict[str, Any]:
+        run = next(run for run in CHILD_RUNS if device in run.devices)
+        if run.privateuse1 not in self._reports:
+            self._reports[run.privateuse1] = self._run(run)
+        report, output = self._reports[run.privateuse1]
+        result = report.get(model)
+        if result is None:
+            pytest.fail(f"the zoo child process did not report {model}:\n{output}")
+        if "error" in result:
+            pytest.fail(f"{model} could not be built or run on the CPU: {result['error']}")
+        if device not in result:
+            pytest.fail(f"the zoo child process did not report {model} on {device}:\n{output}")
+        return result[device]
+
+    def _run(self, run: ChildRun) -> tuple[dict[str, Any], str]:
+        report = self.scratch / f"zoo-{run.privateuse1}.json"
+        code = f"""
+            import sys
+            from pathlib import Path
+
+            sys.path.insert(0, {str(Path(__file__).parent)!r})
+            import zoo_models
+
+            zoo_models.main({run.devices!r}, set({run.train_on!r}), Path({str(report)!r}))
+        """
+        result = run_python(
+            code,
+            timeout=CHILD_TIMEOUT_SECONDS,
+            TORCHPLUG_PRIVATEUSE1=run.privateuse1,
+            HF_HUB_OFFLINE="1",
+            HF_HUB_DISABLE_PROGRESS_BARS="1",
+        )
+        output = f"(exit code {result.returncode})\n{result.stderr[-6000:]}"
+        return (json.loads(report.read_text()) if report.exists() else {}), output
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: pytest.TempPathFactory) -> ZooResults:
+    return ZooResults(tmp_path_factory.mktemp("zoo"))
+
+
+def cases(
+    applies: Any = lambda spec: True, hpu_marks: tuple[pytest.MarkDecorator, ...] = ()
+) -> list[Any]:
+    return [
+        pytest.param(
+            spec.name,
+            device,
+            id=f"{spec.name}-{device}",
+            marks=hpu_marks if device == "hpu" else (),
+        )
+        for spec in zoo_models.MODELS
+        if applies(spec)
+        for device in DEVICES
+    ]
+
+
+def check(zoo: ZooResults, model: str, device: str, name: str) -> dict[str, Any]:
+    """The outcome of one check, failing the test with the device's error if it raised."""
+    pytest.importorskip(zoo_models.MODELS_BY_NAME[model].library)
+    outcome = zoo.of(model, device)[name]
+    assert outcome["error"] is None, f"{name} of {model} failed on {device}:\n{outcome['error']}"
+    return outcome
+
+
+def assert_close(outcome: dict[str, Any], tolerance: float, what: str) -> None:
+    difference = outcome["difference"]
+    assert difference <= tolerance, (
+        f"{what} differs from the CPU's by {difference:g} (tolerance {tolerance:g}):\n"
+        f"  cpu:    {outcome['cpu']}\n  device: {outcome['device']}"
+    )
+
+
+@pytest.mark.parametrize(("model", "device"), cases())
+def test_to_device_keeps_tied_parameters(zoo: ZooResults, model: str, device: str) -> None:
+    outcome = check(zoo, model, device, "ties")
+    assert outcome["device"] == outcome["cpu"], (
+        f"parameters shared on the CPU: {outcome['cpu']}; after .to({device!r}): {outcome['device']}"
+    )
+
+
+@pytest.mark.parametrize(("model", "device"), cases())
+def test_eval_forward_like_cpu(zoo: ZooResults, model: str, device: str) -> None:
+    assert_close(check(zoo, model, device, "eval"), OUTPUT_TOLERANCE, "the eval output")
+
+
+@pytest.mark.parametrize(
+    ("model", "device"),
+    cases(
+        lambda spec: spec.trains,
+        hpu_marks=(pytest.mark.xfail(strict=True, reason=HPU_BACKWARD_BLOCKED),),
+    ),
+)
+def test_trains_like_cpu(zoo: ZooResults, model: str, device: str) -> None:
+    assert_close(check(zoo, model, device, "train"), LOSS_TOLERANCE, "the training losses")
+
+
+@pytest.mark.parametrize(("model", "device"), cases(lambda spec: spec.generates))
+def test_greedy_generate_like_cpu(zoo: ZooResults, model: str, device: str) -> None:
+    outcome = check(zoo, model, device, "generate")
+    assert outcome["device"] == outcome["cpu"], (
+        f"greedy tokens on the CPU: {outcome['cpu']}\n         on {device}: {outcome['device']}"
+    )
+
+
+@pytest.mark.parametrize(("model", "device"), cases())
+def test_save_and_load_round_trip_on_device(zoo: ZooResults, model: str, device: str) -> None:
+    details = check(zoo, model, device, "roundtrip")["details"]
+    assert details["devices"] == [f"{device}:0"], f"reloaded onto {details['devices']}"
+    assert details["weights"] == 0.0, f"reloaded weights differ by {details['weights']:g}"
+    assert details["ties"], "the reloaded model lost or gained tied parameters"
+    assert details["outputs"] == 0.0, f"reloaded outputs differ by {details['outputs']:g}"
