@@ -15,19 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import torch
 
 SCENARIOS = Path(__file__).with_name("distributed_scenarios.py")
 # Generous: on 2 cores the launch shares the machine with the conformance runs,
 # and six scenarios (DDP and FSDP2 among them) ran past 180 s in a clean CI run.
 RUN_TIMEOUT = 600
-
-# Autograd on hpu fails on CUDA builds of torch (see plugins/vhabana_frameworks/tests/test_hpu.py).
-CUDA_BUILD_HPU_AUTOGRAD = pytest.mark.xfail(
-    torch.backends.cuda.is_built(),
-    reason="torch CUDA builds cannot run autograd on HPU",
-    strict=True,
-)
 
 
 @dataclass

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from device_matrix import CUDA_BUILD_HPU_AUTOGRAD
 from distributed_launch import (
-    CUDA_BUILD_HPU_AUTOGRAD,
     Rank,
     assert_local_rank_binding,
     assert_ok,

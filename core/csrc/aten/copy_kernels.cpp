@@ -1,8 +1,14 @@
 // Copies between host and device and across devices, and reading a scalar
 // back to the host: the kernels that move data over the (simulated) bus.
+#include <array>
+
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/_copy_from_and_resize_ops.h>
+#include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/copy.h>
+#include <ATen/ops/resolve_conj.h>
+#include <ATen/ops/resolve_neg.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -105,7 +111,54 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(host_alias(self));
 }
 
+bool on_torchplug_device(const at::Tensor& tensor) {
+  return is_device(tensor) && find_platform(tensor.device().type()) != nullptr;
+}
+
+// ATen's conjugate and negative fallbacks resolve a tensor's bit by cloning
+// it, and a clone of a device tensor copies through `_copy_from`: for
+// `_copy_from` itself that recursion never ends. Copies between torchplug
+// devices and the host apply the bits themselves (the host aliases carry
+// them), so these kernels pass the tensors on untouched; copies of other
+// devices get the bits resolved before they leave, as the fallback intends.
+template <c10::DispatchKey MathBit>
+at::Tensor copy_from_with_math_bit(c10::DispatchKeySet keys, const at::Tensor& src, const at::Tensor& dst,
+                                   bool non_blocking) {
+  const c10::DispatchKeySet below = keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, MathBit);
+  if (on_torchplug_device(src) || on_torchplug_device(dst)) {
+    return at::_ops::_copy_from::redispatch(below, src, dst, non_blocking);
+  }
+  const at::Tensor resolved = MathBit == c10::DispatchKey::Conjugate ? at::resolve_conj(src) : at::resolve_neg(src);
+  return at::_ops::_copy_from::call(resolved, dst, non_blocking);
+}
+
+template <c10::DispatchKey MathBit>
+at::Tensor copy_from_and_resize_with_math_bit(c10::DispatchKeySet keys, const at::Tensor& src,
+                                              const at::Tensor& dst) {
+  const c10::DispatchKeySet below = keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, MathBit);
+  if (on_torchplug_device(src) || on_torchplug_device(dst)) {
+    return at::_ops::_copy_from_and_resize::redispatch(below, src, dst);
+  }
+  const at::Tensor resolved = MathBit == c10::DispatchKey::Conjugate ? at::resolve_conj(src) : at::resolve_neg(src);
+  return at::_ops::_copy_from_and_resize::call(resolved, dst);
+}
+
+template <c10::DispatchKey MathBit>
+torch::Library* math_bit_copies() {
+  auto* library = new torch::Library(torch::Library::IMPL, "aten", MathBit, __FILE__, __LINE__);
+  library->impl("_copy_from", TORCH_FN(copy_from_with_math_bit<MathBit>));
+  library->impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize_with_math_bit<MathBit>));
+  return library;
+}
+
 }  // namespace
+
+void register_math_bit_copies() {
+  // Process-wide keys: registered once, kept for the life of the process.
+  static const std::array<torch::Library*, 2> libraries{math_bit_copies<c10::DispatchKey::Conjugate>(),
+                                                        math_bit_copies<c10::DispatchKey::Negative>()};
+  (void)libraries;
+}
 
 void register_copy_kernels(torch::Library& library) {
   library.impl("_copy_from", TORCH_FN(copy_from));

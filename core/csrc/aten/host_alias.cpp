@@ -15,6 +15,19 @@ c10::DispatchKeySet device_key_set(c10::DeviceType type) {
   return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, std::nullopt, c10::Device(type)));
 }
 
+namespace {
+
+// The conjugate and negative bits are dispatch keys, not metadata of the
+// TensorImpl: a tensor built from a bare key set must get them back, or a
+// view of conj(x) would read as x.
+void copy_math_bits(const at::Tensor& from, const at::Tensor& to) {
+  c10::TensorImpl* impl = to.unsafeGetTensorImpl();
+  impl->_set_conj(from.is_conj());
+  impl->_set_neg(from.is_neg());
+}
+
+}  // namespace
+
 at::Tensor host_alias(const at::Tensor& device_tensor) {
   const c10::Storage& storage = device_tensor.storage();
   c10::Storage host_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
@@ -24,12 +37,15 @@ at::Tensor host_alias(const at::Tensor& device_tensor) {
       std::move(host_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), device_tensor.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(device_tensor.sizes(), device_tensor.strides(),
                                                      device_tensor.storage_offset());
+  copy_math_bits(device_tensor, alias);
   return alias;
 }
 
 at::Tensor device_view(const c10::Storage& storage, const at::Tensor& like, c10::DispatchKeySet keys) {
-  auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), keys, like.dtype());
+  const c10::DispatchKeySet math_bits{c10::DispatchKey::Conjugate, c10::DispatchKey::Negative};
+  auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), keys - math_bits, like.dtype());
   view.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  copy_math_bits(like, view);
   return view;
 }
 

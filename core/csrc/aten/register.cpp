@@ -17,8 +17,10 @@ void register_factory_kernels(torch::Library& library);
 void register_copy_kernels(torch::Library& library);
 void register_native_kernels(torch::Library& library);
 void register_host_kernels(torch::Library& library);
+void register_math_bit_copies();
 
 void register_kernels(c10::DeviceType type) {
+  register_math_bit_copies();
   register_once(type, [type] {
     const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, std::nullopt, c10::Device(type));
     auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
