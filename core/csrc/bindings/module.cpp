@@ -24,6 +24,7 @@
 #include "aten/kernels.h"
 #include "aten/kineto_profiler.h"
 #include "aten/profiler_stubs.h"
+#include "aten/shallow_copy.h"
 #include "aten/sync_debug.h"
 #include "bindings/kernel_api.h"
 #include "runtime/errors.h"
@@ -72,6 +73,7 @@ void register_backend(const std::string& device_type, const std::string& platfor
   if (type == c10::DeviceType::PrivateUse1) {
     register_privateuse1_profiler();
     register_privateuse1_profiler_stubs();
+    register_shallow_copy_compatibility();
   }
 }
 
