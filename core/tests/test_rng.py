@@ -8,7 +8,10 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from device_matrix import active_devices, rerun_as_owner
 from torch.utils.checkpoint import checkpoint
+
+DEVICES = active_devices()
 
 DRAWS = """
 import torch
@@ -33,6 +36,7 @@ def test_same_seed_same_numbers_across_processes() -> None:
     assert first == second
 
 
+@pytest.mark.parametrize("device", DEVICES)
 def test_manual_seed_seeds_every_device_like_the_cpu(device: str) -> None:
     torch.manual_seed(99)
     on_devices = [torch.rand(5, device=f"{device}:{i}").cpu() for i in range(2)]
@@ -90,3 +94,32 @@ def test_checkpoint_replays_dropout_with_preserved_rng(device: str, use_reentran
     torch.manual_seed(11)
     block(x).sum().backward()
     assert torch.equal(recomputed.cpu(), x.grad.cpu())
+
+
+def random_operator_draws(device: str) -> list[torch.Tensor]:
+    x = torch.randn(6, 6, device=device)
+    attention = torch.nn.MultiheadAttention(6, 2, dropout=0.5).to(device)
+    query = torch.randn(3, 1, 6, device=device)
+    return [
+        x,
+        F.rrelu(x, training=True),
+        F.fractional_max_pool3d(torch.randn(1, 1, 6, 6, 6, device=device), 2, output_size=3),
+        attention(query, query, query)[0],
+        torch.bernoulli(torch.full((16,), 0.5, device=device)),
+        torch.randperm(10, device=device),
+    ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_random_operators_follow_torch_manual_seed(device: str) -> None:
+    torch.manual_seed(7)
+    first = [t.cpu() for t in random_operator_draws(device)]
+    torch.seed()
+    torch.manual_seed(7)
+    again = [t.cpu() for t in random_operator_draws(device)]
+    for a, b in zip(first, again, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_npu_in_its_own_process() -> None:
+    rerun_as_owner(__file__, "npu")

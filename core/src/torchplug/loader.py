@@ -188,7 +188,10 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
             for_tensor=True, for_module=True, for_storage=True
         )
     elif backend.dispatch_key == "hpu":
+        from torchplug import seeding
+
         device_module.add_tensor_methods(name)
+        seeding.seed_with_torch(name)
     if backend.setup is not None:
         backend.setup(module)
     from torchplug import distributed

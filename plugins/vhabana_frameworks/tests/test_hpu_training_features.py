@@ -47,11 +47,11 @@ def test_checkpoint_round_trip_and_map_location(tmp_path: Path) -> None:
 
 
 def test_hpu_seeding_and_fork_rng() -> None:
-    # torch.manual_seed seeds PrivateUse1 devices but not the in-tree HPU key:
-    # HPU code seeds through torch.hpu (see the docs' training page).
     torch.hpu.manual_seed_all(21)
     first = torch.rand(4, device="hpu")
     torch.hpu.manual_seed_all(21)
+    assert torch.equal(torch.rand(4, device="hpu").cpu(), first.cpu())
+    torch.manual_seed(21)  # upstream seeds PrivateUse1 only; torchplug extends it to hpu
     assert torch.equal(torch.rand(4, device="hpu").cpu(), first.cpu())
     with torch.random.fork_rng(devices=[0], device_type="hpu"):
         torch.rand(8, device="hpu")
