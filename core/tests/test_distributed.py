@@ -9,6 +9,7 @@ import sys
 from datetime import timedelta
 
 import pytest
+
 from distributed_launch import Rank, assert_local_rank_binding, assert_ok, run_ranks
 
 # Scenarios that leave the processes healthy share one launch (starting Python

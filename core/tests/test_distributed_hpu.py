@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from device_matrix import CUDA_BUILD_HPU_AUTOGRAD
 from distributed_launch import (
     Rank,

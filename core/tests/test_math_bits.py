@@ -7,6 +7,7 @@ recursed without end and killed the interpreter.
 
 import pytest
 import torch
+
 from device_matrix import active_devices, rerun_as_owner
 
 DEVICES = active_devices()

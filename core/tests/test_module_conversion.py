@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 import torch
+
 from device_matrix import active_devices, rerun_as_owner, with_backward
 
 DEVICES = active_devices()

@@ -8,8 +8,9 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from device_matrix import active_devices, rerun_as_owner
 from torch.utils.checkpoint import checkpoint
+
+from device_matrix import active_devices, rerun_as_owner
 
 DEVICES = active_devices()
 

@@ -7,6 +7,7 @@
 #include "aten/device_activity.h"
 #include "aten/generator.h"
 #include "aten/host_alias.h"
+#include "aten/sparse_alias.h"
 #include "runtime/memory_guard.h"
 
 namespace torchplug {
@@ -16,8 +17,10 @@ namespace {
 struct Aliased {
   at::Tensor original;
   at::Tensor alias;
-  c10::StorageImpl* alias_storage;  // as given to the kernel
+  c10::StorageImpl* alias_storage;  // as given to the kernel; null for sparse tensors
   bool mutable_arg;
+
+  bool strided() const { return alias_storage != nullptr; }
 };
 
 struct CallState {
@@ -68,8 +71,19 @@ at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argume
   }
   TORCH_CHECK(find_platform(tensor.device().type()) != nullptr, "Cannot run ", state.op.schema().name(),
               " on ", tensor.device(), ": no torchplug backend serves that device.");
-  at::Tensor alias = host_alias(tensor);
   const bool is_mutable = argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+  if (is_sparse_layout(tensor)) {
+    // Its parts are aliased like any device tensor, so results that view
+    // them map back to the device parts.
+    at::Tensor alias = sparse_host_alias(tensor, [&state](const at::Tensor& part) {
+      at::Tensor part_alias = host_alias(part);
+      state.aliased.push_back({part, part_alias, part_alias.storage().unsafeGetStorageImpl(), false});
+      return part_alias;
+    });
+    state.aliased.push_back({tensor, alias, nullptr, is_mutable});
+    return alias;
+  }
+  at::Tensor alias = host_alias(tensor);
   state.aliased.push_back({tensor, alias, alias.storage().unsafeGetStorageImpl(), is_mutable});
   return alias;
 }
@@ -137,8 +151,11 @@ at::Tensor to_device(const CallState& state, const at::Tensor& result) {
       return entry.original;  // in-place and out= return their argument
     }
   }
+  if (is_sparse_layout(result)) {
+    return sparse_to_device(result, *state.device, [&state](const at::Tensor& part) { return to_device(state, part); });
+  }
   for (const Aliased& entry : state.aliased) {
-    if (result.storage().unsafeGetStorageImpl() == entry.alias.storage().unsafeGetStorageImpl()) {
+    if (entry.strided() && result.storage().unsafeGetStorageImpl() == entry.alias.storage().unsafeGetStorageImpl()) {
       return device_view(entry.original.storage(), result, entry.original.key_set());
     }
   }
@@ -147,8 +164,12 @@ at::Tensor to_device(const CallState& state, const at::Tensor& result) {
 
 // Writes back what a kernel did to a mutable argument's metadata (resize,
 // reallocation) onto the device tensor it stands for.
-void sync_mutated(const Aliased& entry) {
+void sync_mutated(const CallState& state, const Aliased& entry) {
   const at::Tensor& alias = entry.alias;
+  if (!entry.strided()) {
+    sync_sparse(alias, entry.original, [&state](const at::Tensor& part) { return to_device(state, part); });
+    return;
+  }
   c10::TensorImpl* original = entry.original.unsafeGetTensorImpl();
   if (alias.storage().unsafeGetStorageImpl() != entry.alias_storage) {
     TORCH_CHECK(false, "Kernel replaced the storage of a mutable argument; not supported on simulated devices.");
@@ -162,10 +183,22 @@ void sync_mutated(const Aliased& entry) {
   }
 }
 
+// The CPU key of the functionality the call was dispatched for: dense
+// arguments run CPU kernels, sparse ones SparseCPU's.
+c10::DispatchKeySet host_keys(c10::DispatchKeySet keys) {
+  switch (c10::toFunctionalityKey(keys.highestPriorityTypeId())) {
+    case c10::DispatchKey::Sparse:
+      return c10::DispatchKeySet(c10::DispatchKey::SparseCPU);
+    case c10::DispatchKey::SparseCsr:
+      return c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU);
+    default:
+      return c10::DispatchKeySet(c10::DispatchKey::CPU);
+  }
+}
+
 }  // namespace
 
-void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/,
-                           torch::jit::Stack* stack) {
+void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t num_arguments = arguments.size();
@@ -196,15 +229,17 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*
     std::vector<const void*> accessed;
     if (runtime::strict_mode()) {
       for (const Aliased& entry : state.aliased) {
-        accessed.push_back(entry.original.storage().data());
+        if (entry.strided()) {
+          accessed.push_back(entry.original.storage().data());
+        }
       }
     }
     runtime::KernelAccess access(accessed);
     DeviceActivity activity(schema.name().c_str(), *state.device);
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(host_keys(keys), stack);
     for (const Aliased& entry : state.aliased) {
       if (entry.mutable_arg) {
-        sync_mutated(entry);
+        sync_mutated(state, entry);
       }
     }
   }

@@ -1,4 +1,10 @@
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <torch/library.h>
 
@@ -10,8 +16,62 @@
 #include "aten/host_allocator.h"
 #include "aten/kernels.h"
 #include "aten/library_registry.h"
+#include "aten/sparse_alias.h"
 
 namespace torchplug {
+namespace {
+
+// Where SparseCPU overrides a composite kernel (clone, copy_, empty_like, ...),
+// the composite would decompose a sparse device tensor as if it were dense.
+// These operators go to the CPU fallback instead, which runs SparseCPU's kernel.
+struct OverriddenComposites {
+  std::vector<std::string> coo;         // SparseCPU overrides
+  std::vector<std::string> compressed;  // SparseCsrCPU overrides
+};
+
+const OverriddenComposites& overridden_composites() {
+  static const OverriddenComposites found = [] {
+    OverriddenComposites result;
+    c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+    constexpr std::string_view aten = "aten::";
+    for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+      if (name.name.compare(0, aten.size(), aten) != 0) {
+        continue;
+      }
+      const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
+      if (!op.has_value() || !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+                               op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))) {
+        continue;
+      }
+      std::string qualified = name.name.substr(aten.size());
+      if (!name.overload_name.empty()) {
+        qualified += "." + name.overload_name;
+      }
+      if (op->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU)) {
+        result.coo.push_back(qualified);
+      }
+      if (op->hasKernelForDispatchKey(c10::DispatchKey::SparseCsrCPU)) {
+        result.compressed.push_back(qualified);
+      }
+    }
+    return result;
+  }();
+  return found;
+}
+
+void route_to_fallback(torch::Library& library, c10::DispatchKey key, const std::vector<std::string>& names) {
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  for (const std::string& qualified : names) {
+    const size_t dot = qualified.find('.');
+    const c10::OperatorName name("aten::" + qualified.substr(0, dot),
+                                 dot == std::string::npos ? "" : qualified.substr(dot + 1));
+    if (!dispatcher.findOp(name)->hasKernelForDispatchKey(key)) {  // a native sparse kernel of ours stays
+      library.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    }
+  }
+}
+
+}  // namespace
 
 void register_factory_kernels(torch::Library& library);
 void register_copy_kernels(torch::Library& library);
@@ -28,11 +88,25 @@ void register_kernels(c10::DeviceType type) {
     register_copy_kernels(*kernels);
     register_native_kernels(*kernels);
     register_host_kernels(*kernels);
-    auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
-    fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    const c10::Device device(type);
+    const c10::DispatchKey coo_key = c10::computeDispatchKey(std::nullopt, c10::kSparse, device);
+    const c10::DispatchKey compressed_key = c10::computeDispatchKey(std::nullopt, c10::kSparseCsr, device);
+    auto coo = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", coo_key, __FILE__, __LINE__);
+    auto compressed =
+        std::make_unique<torch::Library>(torch::Library::IMPL, "aten", compressed_key, __FILE__, __LINE__);
+    register_sparse_kernels(*coo, *compressed);
+    route_to_fallback(*coo, coo_key, overridden_composites().coo);
+    route_to_fallback(*compressed, compressed_key, overridden_composites().compressed);
     Libraries libraries;
     libraries.push_back(std::move(kernels));
-    libraries.push_back(std::move(fallback));
+    libraries.push_back(std::move(coo));
+    libraries.push_back(std::move(compressed));
+    // Dense and sparse operators without a device kernel run the CPU's.
+    for (const c10::DispatchKey fallback_key : {key, coo_key, compressed_key}) {
+      auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", fallback_key, __FILE__, __LINE__);
+      fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+      libraries.push_back(std::move(fallback));
+    }
     return libraries;
   });
 }
