@@ -1,6 +1,7 @@
 """Real models train on every device exactly as on the CPU (issue 15).
 
-Tiny HF transformers and torchvision models (tests/zoo_models.py) are built
+Tiny HF transformers and torchvision models (the zoo of torchplug.bench_zoo,
+checked by tests/zoo_models.py) are built
 on the CPU, copied to the device and checked against the CPU in the same
 process: parameter ties after ``.to()``, the eval forward, 3 AdamW training
 steps (fp32 losses within 1e-5), greedy ``generate()`` tokens and a
@@ -21,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zoo_models
 
 from fresh_interpreter import run_python
+from torchplug.bench_zoo import MODELS, MODELS_BY_NAME
 
 LOSS_TOLERANCE = 1e-5
 OUTPUT_TOLERANCE = 1e-5
@@ -110,7 +111,7 @@ def cases(
             id=f"{spec.name}-{device}",
             marks=hpu_marks if device == "hpu" else (),
         )
-        for spec in zoo_models.MODELS
+        for spec in MODELS
         if applies(spec)
         for device in DEVICES
     ]
@@ -118,7 +119,7 @@ def cases(
 
 def check(zoo: ZooResults, model: str, device: str, name: str) -> dict[str, Any]:
     """The outcome of one check, failing the test with the device's error if it raised."""
-    pytest.importorskip(zoo_models.MODELS_BY_NAME[model].library)
+    pytest.importorskip(MODELS_BY_NAME[model].library)
     outcome = zoo.of(model, device)[name]
     assert outcome["error"] is None, f"{name} of {model} failed on {device}:\n{outcome['error']}"
     return outcome

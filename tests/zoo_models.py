@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import json
 import logging
 import os
-import random
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -40,269 +38,22 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 import torch
 from torch import nn
 
-VOCAB = 99
+from torchplug.bench_zoo import (
+    DATA_SEED,
+    MODEL_SEED,
+    MODELS,
+    Batch,
+    ZooModel,
+    available,
+    seed_everything,
+    to_device,
+)
+
 TRAIN_STEPS = 3
 NEW_TOKENS = 8
-MODEL_SEED = 0
-DATA_SEED = 1
 TRAIN_SEED = 2
 
-Batch = dict[str, Any]
-
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ZooModel:
-    name: str
-    library: str  # the package it needs: "transformers" or "torchvision"
-    build: Callable[[], nn.Module]
-    batch: Callable[[], Batch]
-    trains: bool = True
-    generates: bool = False
-
-    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
-        if self.library == "transformers":
-            return model(**batch).loss
-        return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
-
-    def forward(self, model: nn.Module, batch: Batch) -> Any:
-        if self.library == "transformers":
-            return model(**batch).logits
-        return model(batch["images"])
-
-
-def _tokens(batch_size: int = 2, length: int = 12) -> torch.Tensor:
-    return torch.randint(2, VOCAB, (batch_size, length))
-
-
-def _causal_lm_batch() -> Batch:
-    ids = _tokens()
-    return {"input_ids": ids, "labels": ids}
-
-
-def _masked_lm_batch() -> Batch:
-    ids = _tokens()
-    masked = torch.rand(ids.shape) < 0.3
-    masked[:, 0] = True  # at least one prediction per row
-    return {"input_ids": ids.masked_fill(masked, 1), "labels": ids.masked_fill(~masked, -100)}
-
-
-def _seq2seq_batch() -> Batch:
-    return {"input_ids": _tokens(), "labels": _tokens(length=7)}
-
-
-def _image_batch(size: int = 32, classes: int = 5, batch_size: int = 4) -> Batch:
-    return {
-        "pixel_values": torch.randn(batch_size, 3, size, size),
-        "labels": torch.randint(0, classes, (batch_size,)),
-    }
-
-
-def _speech_batch() -> Batch:
-    return {"input_values": torch.randn(2, 1600), "labels": torch.randint(1, 12, (2, 5))}
-
-
-def _vision_batch() -> Batch:
-    return {"images": torch.randn(4, 3, 32, 32), "labels": torch.randint(0, 10, (4,))}
-
-
-def _detection_batch() -> Batch:
-    return {"images": [torch.rand(3, 80, 96), torch.rand(3, 64, 64)]}
-
-
-def _lm_sizes() -> dict[str, int]:
-    return {
-        "vocab_size": VOCAB,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "max_position_embeddings": 64,
-        "bos_token_id": 0,
-        "eos_token_id": 1,
-        "pad_token_id": 1,
-    }
-
-
-def _gpt2() -> nn.Module:
-    import transformers
-
-    config = transformers.GPT2Config(
-        vocab_size=VOCAB,
-        n_positions=64,
-        n_embd=32,
-        n_layer=2,
-        n_head=4,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=1,
-    )
-    return transformers.GPT2LMHeadModel(config)
-
-
-def _bert() -> nn.Module:
-    import transformers
-
-    sizes = {k: v for k, v in _lm_sizes().items() if k not in ("bos_token_id", "eos_token_id")}
-    return transformers.BertForMaskedLM(transformers.BertConfig(**sizes))
-
-
-def _t5() -> nn.Module:
-    import transformers
-
-    config = transformers.T5Config(
-        vocab_size=VOCAB,
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_heads=4,
-        decoder_start_token_id=0,
-        pad_token_id=0,
-        eos_token_id=1,
-    )
-    return transformers.T5ForConditionalGeneration(config)
-
-
-def _vit() -> nn.Module:
-    import transformers
-
-    config = transformers.ViTConfig(
-        image_size=32,
-        patch_size=8,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        num_labels=5,
-    )
-    return transformers.ViTForImageClassification(config)
-
-
-def _llama() -> nn.Module:
-    import transformers
-
-    config = transformers.LlamaConfig(**_lm_sizes(), num_key_value_heads=2)
-    return transformers.LlamaForCausalLM(config)
-
-
-def _mixtral() -> nn.Module:
-    import transformers
-
-    config = transformers.MixtralConfig(
-        **_lm_sizes(),
-        num_key_value_heads=2,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        output_router_logits=True,
-    )
-    return transformers.MixtralForCausalLM(config)
-
-
-def _gemma() -> nn.Module:
-    import transformers
-
-    config = transformers.GemmaConfig(**_lm_sizes(), num_key_value_heads=1, head_dim=8)
-    return transformers.GemmaForCausalLM(config)
-
-
-def _wav2vec2() -> nn.Module:
-    import transformers
-
-    config = transformers.Wav2Vec2Config(
-        vocab_size=12,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        conv_dim=(16, 16, 16),
-        conv_stride=(5, 4, 4),
-        conv_kernel=(10, 4, 4),
-        num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=4,
-        mask_time_prob=0.2,
-        mask_time_length=2,
-        pad_token_id=0,
-    )
-    return transformers.Wav2Vec2ForCTC(config)
-
-
-def _convnext() -> nn.Module:
-    import transformers
-
-    config = transformers.ConvNextConfig(
-        num_channels=3,
-        patch_size=2,
-        hidden_sizes=[16, 32],
-        depths=[1, 1],
-        num_stages=2,
-        num_labels=5,
-        image_size=32,
-    )
-    return transformers.ConvNextForImageClassification(config)
-
-
-def _resnet18() -> nn.Module:
-    import torchvision
-
-    return torchvision.models.resnet18(weights=None, num_classes=10)
-
-
-def _mobilenet_v3_small() -> nn.Module:
-    import torchvision
-
-    return torchvision.models.mobilenet_v3_small(weights=None, num_classes=10)
-
-
-def _fasterrcnn() -> nn.Module:
-    import torchvision
-
-    # Three classes keep random-init scores above the detection threshold, so
-    # the comparison sees boxes.
-    return torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
-        weights=None, weights_backbone=None, num_classes=3
-    )
-
-
-MODELS: tuple[ZooModel, ...] = (
-    ZooModel("gpt2", "transformers", _gpt2, _causal_lm_batch, generates=True),
-    ZooModel("bert", "transformers", _bert, _masked_lm_batch),
-    ZooModel("t5", "transformers", _t5, _seq2seq_batch, generates=True),
-    ZooModel("vit", "transformers", _vit, _image_batch),
-    ZooModel("llama", "transformers", _llama, _causal_lm_batch, generates=True),
-    ZooModel("mixtral", "transformers", _mixtral, _causal_lm_batch, generates=True),
-    ZooModel("gemma", "transformers", _gemma, _causal_lm_batch, generates=True),
-    ZooModel("wav2vec2", "transformers", _wav2vec2, _speech_batch),
-    ZooModel("convnext", "transformers", _convnext, _image_batch),
-    ZooModel("resnet18", "torchvision", _resnet18, _vision_batch),
-    ZooModel("mobilenet_v3_small", "torchvision", _mobilenet_v3_small, _vision_batch),
-    ZooModel("fasterrcnn_mobilenet_v3", "torchvision", _fasterrcnn, _detection_batch, trains=False),
-)
-MODELS_BY_NAME = {model.name: model for model in MODELS}
-
-
-def available(model: ZooModel) -> bool:
-    return importlib.util.find_spec(model.library) is not None
-
-
-def seed_everything(seed: int) -> None:
-    """What a training script seeds: wav2vec2's time masks draw from numpy."""
-    import numpy  # a dependency of transformers and torchvision, not of these tests
-
-    random.seed(seed)
-    numpy.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def to_device(value: Any, device: str) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, dict):
-        return {key: to_device(item, device) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(to_device(item, device) for item in value)
-    return value
 
 
 def max_difference(expected: Any, actual: Any) -> float:

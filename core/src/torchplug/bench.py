@@ -29,7 +29,7 @@ class Figure:
     met: bool
 
 
-def _median_rounds(
+def median_rounds(
     candidates: dict[str, Callable[[], None]], repeat: int, rounds: int
 ) -> dict[str, float]:
     """Seconds per call of each candidate: rounds interleaved, median of rounds."""
@@ -70,7 +70,7 @@ def _mlp_step(device: str) -> Callable[[], None]:
 
 
 def bench_mlp(device: str, rounds: int) -> Figure:
-    times = _median_rounds(
+    times = median_rounds(
         {"cpu": _mlp_step("cpu"), device: _mlp_step(device)}, repeat=30, rounds=rounds
     )
     ratio = times[device] / times["cpu"]
@@ -91,7 +91,7 @@ def bench_tiny_op(device: str, rounds: int) -> Figure:
 
     a, b = torch.randn(4), torch.randn(4)
     da, db = a.to(device), b.to(device)
-    times = _median_rounds(
+    times = median_rounds(
         {"cpu": lambda: a + b, device: lambda: da + db}, repeat=20000, rounds=rounds
     )
     ratio = times[device] / times["cpu"]
@@ -127,7 +127,7 @@ def bench_copies(device: str, rounds: int) -> list[Figure]:
     def device_to_host() -> None:
         pinned_back.copy_(on_device)
 
-    times = _median_rounds(
+    times = median_rounds(
         {"memcpy": host_memcpy, "h2d": host_to_device, "d2h": device_to_host},
         repeat=5,
         rounds=rounds,
@@ -310,6 +310,10 @@ def run(device: str | None, only: list[str], rounds: int, as_json: bool, pin: bo
         figures += bench_copies(device, rounds)
     if "allreduce" in only:
         figures.append(bench_allreduce(device, rounds))
+    if "zoo" in only:
+        from torchplug.bench_zoo import bench_zoo
+
+        figures += bench_zoo(device, rounds)
     if "import" in only:
         import_figures, per_backend = bench_import(rounds)
         figures += import_figures

@@ -1,0 +1,358 @@
+"""``torchplug bench zoo``: training steps of real architectures, device against CPU.
+
+The zoo is tiny models of real HF transformers and torchvision architectures,
+built from configs in code (nothing is downloaded). Each trainable model's
+AdamW step is timed on the CPU and on the device in interleaved rounds.
+The workspace's model-zoo tests (tests/test_model_zoo.py) check the same
+models for equality with the CPU.
+
+Needs ``transformers`` and/or ``torchvision``; models whose package is missing
+are left out.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchplug.bench import Figure, median_rounds
+
+logger = logging.getLogger(__name__)
+
+VOCAB = 99
+MODEL_SEED = 0
+DATA_SEED = 1
+
+Batch = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    library: str  # the package it needs: "transformers" or "torchvision"
+    build: Callable[[], nn.Module]
+    batch: Callable[[], Batch]
+    trains: bool = True
+    generates: bool = False
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        if self.library == "transformers":
+            return model(**batch).loss
+        return nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
+
+    def forward(self, model: nn.Module, batch: Batch) -> Any:
+        if self.library == "transformers":
+            return model(**batch).logits
+        return model(batch["images"])
+
+
+def _tokens(batch_size: int = 2, length: int = 12) -> torch.Tensor:
+    return torch.randint(2, VOCAB, (batch_size, length))
+
+
+def _causal_lm_batch() -> Batch:
+    ids = _tokens()
+    return {"input_ids": ids, "labels": ids}
+
+
+def _masked_lm_batch() -> Batch:
+    ids = _tokens()
+    masked = torch.rand(ids.shape) < 0.3
+    masked[:, 0] = True  # at least one prediction per row
+    return {"input_ids": ids.masked_fill(masked, 1), "labels": ids.masked_fill(~masked, -100)}
+
+
+def _seq2seq_batch() -> Batch:
+    return {"input_ids": _tokens(), "labels": _tokens(length=7)}
+
+
+def _image_batch(size: int = 32, classes: int = 5, batch_size: int = 4) -> Batch:
+    return {
+        "pixel_values": torch.randn(batch_size, 3, size, size),
+        "labels": torch.randint(0, classes, (batch_size,)),
+    }
+
+
+def _speech_batch() -> Batch:
+    return {"input_values": torch.randn(2, 1600), "labels": torch.randint(1, 12, (2, 5))}
+
+
+def _vision_batch() -> Batch:
+    return {"images": torch.randn(4, 3, 32, 32), "labels": torch.randint(0, 10, (4,))}
+
+
+def _detection_batch() -> Batch:
+    return {"images": [torch.rand(3, 80, 96), torch.rand(3, 64, 64)]}
+
+
+def _lm_sizes() -> dict[str, int]:
+    return {
+        "vocab_size": VOCAB,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 64,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "pad_token_id": 1,
+    }
+
+
+def _gpt2() -> nn.Module:
+    import transformers
+
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=4,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=1,
+    )
+    return transformers.GPT2LMHeadModel(config)
+
+
+def _bert() -> nn.Module:
+    import transformers
+
+    sizes = {k: v for k, v in _lm_sizes().items() if k not in ("bos_token_id", "eos_token_id")}
+    return transformers.BertForMaskedLM(transformers.BertConfig(**sizes))
+
+
+def _t5() -> nn.Module:
+    import transformers
+
+    config = transformers.T5Config(
+        vocab_size=VOCAB,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
+    return transformers.T5ForConditionalGeneration(config)
+
+
+def _vit() -> nn.Module:
+    import transformers
+
+    config = transformers.ViTConfig(
+        image_size=32,
+        patch_size=8,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        num_labels=5,
+    )
+    return transformers.ViTForImageClassification(config)
+
+
+def _llama() -> nn.Module:
+    import transformers
+
+    config = transformers.LlamaConfig(**_lm_sizes(), num_key_value_heads=2)
+    return transformers.LlamaForCausalLM(config)
+
+
+def _mixtral() -> nn.Module:
+    import transformers
+
+    config = transformers.MixtralConfig(
+        **_lm_sizes(),
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        output_router_logits=True,
+    )
+    return transformers.MixtralForCausalLM(config)
+
+
+def _gemma() -> nn.Module:
+    import transformers
+
+    config = transformers.GemmaConfig(**_lm_sizes(), num_key_value_heads=1, head_dim=8)
+    return transformers.GemmaForCausalLM(config)
+
+
+def _wav2vec2() -> nn.Module:
+    import transformers
+
+    config = transformers.Wav2Vec2Config(
+        vocab_size=12,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4,
+        mask_time_prob=0.2,
+        mask_time_length=2,
+        pad_token_id=0,
+    )
+    return transformers.Wav2Vec2ForCTC(config)
+
+
+def _convnext() -> nn.Module:
+    import transformers
+
+    config = transformers.ConvNextConfig(
+        num_channels=3,
+        patch_size=2,
+        hidden_sizes=[16, 32],
+        depths=[1, 1],
+        num_stages=2,
+        num_labels=5,
+        image_size=32,
+    )
+    return transformers.ConvNextForImageClassification(config)
+
+
+def _resnet18() -> nn.Module:
+    import torchvision
+
+    return torchvision.models.resnet18(weights=None, num_classes=10)
+
+
+def _mobilenet_v3_small() -> nn.Module:
+    import torchvision
+
+    return torchvision.models.mobilenet_v3_small(weights=None, num_classes=10)
+
+
+def _fasterrcnn() -> nn.Module:
+    import torchvision
+
+    # Three classes keep random-init scores above the detection threshold, so
+    # the comparison sees boxes.
+    return torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, num_classes=3
+    )
+
+
+MODELS: tuple[ZooModel, ...] = (
+    ZooModel("gpt2", "transformers", _gpt2, _causal_lm_batch, generates=True),
+    ZooModel("bert", "transformers", _bert, _masked_lm_batch),
+    ZooModel("t5", "transformers", _t5, _seq2seq_batch, generates=True),
+    ZooModel("vit", "transformers", _vit, _image_batch),
+    ZooModel("llama", "transformers", _llama, _causal_lm_batch, generates=True),
+    ZooModel("mixtral", "transformers", _mixtral, _causal_lm_batch, generates=True),
+    ZooModel("gemma", "transformers", _gemma, _causal_lm_batch, generates=True),
+    ZooModel("wav2vec2", "transformers", _wav2vec2, _speech_batch),
+    ZooModel("convnext", "transformers", _convnext, _image_batch),
+    ZooModel("resnet18", "torchvision", _resnet18, _vision_batch),
+    ZooModel("mobilenet_v3_small", "torchvision", _mobilenet_v3_small, _vision_batch),
+    ZooModel("fasterrcnn_mobilenet_v3", "torchvision", _fasterrcnn, _detection_batch, trains=False),
+)
+MODELS_BY_NAME = {model.name: model for model in MODELS}
+
+
+def available(model: ZooModel) -> bool:
+    return importlib.util.find_spec(model.library) is not None
+
+
+def seed_everything(seed: int) -> None:
+    """What a training script seeds: wav2vec2's time masks draw from numpy."""
+    import numpy  # a dependency of transformers and torchvision, not of these tests
+
+    random.seed(seed)
+    numpy.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def to_device(value: Any, device: str) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {key: to_device(item, device) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(to_device(item, device) for item in value)
+    return value
+
+
+def _training_step(
+    spec: ZooModel, base: nn.Module, batch: Batch, device: str
+) -> Callable[[], None]:
+    model = copy.deepcopy(base).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    on_device = to_device(batch, device)
+    synchronize = torch.get_device_module(device).synchronize if device != "cpu" else None
+
+    def step() -> None:
+        optimizer.zero_grad()
+        spec.loss(model, on_device).backward()
+        optimizer.step()
+        if synchronize is not None:
+            synchronize()  # the step is done when its kernels are, not when they are queued
+
+    return step
+
+
+def _steps_per_round(step: Callable[[], None], round_seconds: float) -> int:
+    """How many steps fill a round: long enough that scheduler noise averages out,
+    short enough that the slow models (resnet18) stay within a few seconds."""
+    step()
+    started = time.perf_counter()
+    step()
+    return max(2, min(50, math.ceil(round_seconds / (time.perf_counter() - started))))
+
+
+def bench_zoo(device: str, rounds: int, round_seconds: float = 0.15) -> list[Figure]:
+    """One figure per trainable zoo model whose package is installed."""
+    figures = []
+    for spec in MODELS:
+        if not spec.trains or not available(spec):
+            continue
+        seed_everything(DATA_SEED)
+        batch = spec.batch()
+        seed_everything(MODEL_SEED)
+        base = spec.build()
+        try:
+            on_cpu = _training_step(spec, base, batch, "cpu")
+            times = median_rounds(
+                {"cpu": on_cpu, device: _training_step(spec, base, batch, device)},
+                repeat=_steps_per_round(on_cpu, round_seconds),
+                rounds=rounds,
+            )
+        except Exception as error:
+            logger.warning(
+                "%s does not train on %s (%s: %s); left out",
+                spec.name,
+                device,
+                type(error).__name__,
+                error,
+            )
+            continue
+        ratio = times[device] / times["cpu"]
+        figures.append(
+            Figure(
+                f"{spec.name} training step (AdamW)",
+                "cpu",
+                times["cpu"] * 1e3,
+                times[device] * 1e3,
+                "ms",
+                ratio,
+                "<= 1.10x",
+                ratio <= 1.10,
+            )
+        )
+    return figures
