@@ -239,3 +239,15 @@ def test_convolution_forward_and_backward(device: str) -> None:
     for actual, reference in zip(got, expected, strict=True):
         assert actual.device.type == device
         torch.testing.assert_close(actual.cpu(), reference, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.float32])
+def test_histc_counts_integral_tensors_like_cuda(device: str, dtype: torch.dtype) -> None:
+    """The CPU's histc refuses integers, CUDA's counts them; models choose the
+    dtype by device type (transformers' MoE loss uses int32 off the CPU)."""
+    values = torch.tensor([1, 2, 2, 0, 7, 3, 3, 3, 9])
+    for low, high in ((0, 3), (0, 0), (2, 8)):
+        counted = torch.histc(values.to(dtype).to(device), bins=4, min=low, max=high)
+        assert counted.dtype == dtype
+        expected = torch.histc(values.double(), bins=4, min=low, max=high)
+        torch.testing.assert_close(counted.cpu(), expected.to(dtype))

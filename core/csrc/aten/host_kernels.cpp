@@ -28,6 +28,7 @@
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/histc_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -207,6 +208,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
                                                       dilation, transposed, output_padding, groups, output_mask);
 }
 
+// CUDA's histc counts integral tensors too and the CPU's refuses them; code
+// picks the dtype by device type (transformers' mixture-of-experts loss
+// passes int32 everywhere but on the CPU), so devices answer as CUDA does.
+// Counting the values as doubles puts each in the bin CUDA's integer
+// arithmetic does.
+at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
+  if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
+    return OnHost<at::_ops::histc>::call(self, bins, min, max);
+  }
+  return OnHost<at::_ops::histc>::call(self.to(at::kDouble), bins, min, max).to(self.scalar_type());
+}
+
 #define TORCHPLUG_ON_HOST(library, schema_name, op) library.impl(schema_name, TORCH_FN((&OnHost<at::_ops::op>::call)))
 
 }  // namespace
@@ -227,6 +240,7 @@ void register_host_kernels(torch::Library& library) {
   TORCHPLUG_ON_HOST(library, "_log_softmax_backward_data", _log_softmax_backward_data);
   TORCHPLUG_ON_HOST(library, "convolution_overrideable", convolution);
   library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+  library.impl("histc", TORCH_FN(histc));
 }
 
 }  // namespace torchplug

@@ -14,6 +14,7 @@
 #include <c10/core/DeviceType.h>
 #include <c10/util/Exception.h>
 
+#include "aten/attention.h"
 #include "aten/autocast.h"
 #include "aten/backend.h"
 #include "aten/device_allocator.h"
@@ -74,6 +75,7 @@ void register_backend(const std::string& device_type, const std::string& platfor
     register_privateuse1_profiler();
     register_privateuse1_profiler_stubs();
     register_shallow_copy_compatibility();
+    register_privateuse1_attention();
   }
 }
 

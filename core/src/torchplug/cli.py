@@ -13,7 +13,7 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import")
+BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import", "zoo")
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -1,0 +1,36 @@
+// torch asks a PrivateUse1 device which fused attention kernel to use through
+// the device slot of `_fused_sdp_choice_stub`; with none it runs the math
+// decomposition, a dozen operators where the CPU runs one flash kernel. The
+// CPU's answer is right here, since the CPU's kernels run over device memory:
+// the flash kernel then reaches the device through the CPU fallback, and
+// results equal the CPU's bit for bit.
+
+// Calling a DispatchStub from outside libtorch links against the overload
+// that takes one pointer per CPU capability libtorch was built with; on
+// x86-64 that is AVX2 and AVX-512, declared only under these macros.
+#if defined(__x86_64__) || defined(_M_X64)
+#define HAVE_AVX2_CPU_DEFINITION
+#define HAVE_AVX512_CPU_DEFINITION
+#endif
+
+#include "aten/attention.h"
+
+#include <ATen/native/transformers/attention.h>
+
+namespace torchplug {
+namespace {
+
+int64_t choice_of_the_cpu(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                          const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                          std::optional<double> scale, bool enable_gqa) {
+  return at::native::_fused_sdp_choice_stub(c10::DeviceType::CPU, query, key, value, attn_mask, dropout_p, is_causal,
+                                            scale, enable_gqa);
+}
+
+}  // namespace
+
+void register_privateuse1_attention() {
+  at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&choice_of_the_cpu);
+}
+
+}  // namespace torchplug
