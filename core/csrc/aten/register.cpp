@@ -21,10 +21,15 @@
 namespace torchplug {
 namespace {
 
-// Where SparseCPU overrides a composite kernel (clone, copy_, empty_like, ...),
-// the composite would decompose a sparse device tensor as if it were dense.
-// These operators go to the CPU fallback instead, which runs SparseCPU's kernel.
+// Where the CPU overrides a composite kernel, a device would run the
+// composite: for sparse tensors (clone, copy_, empty_like, ...) a dense
+// decomposition that fails; for dense ones another algorithm than the CPU's
+// (native_group_norm, native_layer_norm, _softmax decompose into a dozen
+// operators and round differently) or a functional variant that allocates
+// its output and calls the out= variant. These operators go to the CPU
+// fallback instead, which runs the CPU's own kernel over the device memory.
 struct OverriddenComposites {
+  std::vector<std::string> dense;       // CPU overrides
   std::vector<std::string> coo;         // SparseCPU overrides
   std::vector<std::string> compressed;  // SparseCsrCPU overrides
 };
@@ -46,6 +51,9 @@ const OverriddenComposites& overridden_composites() {
       std::string qualified = name.name.substr(aten.size());
       if (!name.overload_name.empty()) {
         qualified += "." + name.overload_name;
+      }
+      if (op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+        result.dense.push_back(qualified);
       }
       if (op->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU)) {
         result.coo.push_back(qualified);
@@ -95,6 +103,7 @@ void register_kernels(c10::DeviceType type) {
     auto compressed =
         std::make_unique<torch::Library>(torch::Library::IMPL, "aten", compressed_key, __FILE__, __LINE__);
     register_sparse_kernels(*coo, *compressed);
+    route_to_fallback(*kernels, key, overridden_composites().dense);
     route_to_fallback(*coo, coo_key, overridden_composites().coo);
     route_to_fallback(*compressed, compressed_key, overridden_composites().compressed);
     Libraries libraries;
