@@ -1,10 +1,14 @@
-"""Regenerates the conformance matrix (feature groups x devices) in docs/conformance.md.
+"""Regenerates the conformance matrix in docs/conformance.md and prints the OpInfo table.
 
     uv run python tools/conformance_matrix.py                 # runs `torchplug check` per device
+    uv run python tools/conformance_matrix.py --full          # every OpInfo sample (slow)
     uv run python tools/conformance_matrix.py --reports r/*.json  # from saved --json reports
 
-The table is written between the matrix markers of docs/conformance.md, so the
-page always shows what the last run measured.
+Two tables: feature groups x devices, and per device and dtype the OpInfo
+forward and backward pass rates (samples that match the CPU, of those the CPU
+accepts) with the operators that crashed the process. Both are written between
+the matrix markers of docs/conformance.md, so the page always shows what the
+last run measured; the OpInfo table is also printed.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ def installed_devices() -> list[str]:
     return devices
 
 
-def measure(device: str) -> dict:
+def measure(device: str, full: bool) -> dict:
     result = subprocess.run(
-        [sys.executable, "-m", "torchplug.cli", "check", device, "--json"],
+        [sys.executable, "-m", "torchplug.cli", "check", device, "--json"]
+        + (["--full"] if full else []),
         capture_output=True,
         text=True,
         check=False,
@@ -67,20 +72,8 @@ def matrix(reports: list[dict]) -> str:
     for group in groups:
         cells = [cell(report["groups"].get(group)) for report in reports]
         lines.append(f"| {group} | " + " | ".join(cells) + " |")
-    lines.append("")
-    for report in reports:
-        figures = [
-            f"{mode} {f['samples_passed']}/{f['samples']} samples "
-            f"({100 * f['pass_rate']:.1f}%) over {f['operators']} operators"
-            for mode, f in report["opinfo"].items()
-            if f["samples"]
-        ]
-        lines.append(
-            f"- `{report['device']}` (torch {report['torch_version']}, "
-            f"{'full' if report['full'] else 'sampled'} sweep): OpInfo float32 "
-            + "; ".join(figures)
-        )
-    lines += ["", "Expected failures by cause (tests per reason, most frequent first):", ""]
+    lines += ["", opinfo_table(reports), ""]
+    lines += ["Expected failures by cause (tests per reason, most frequent first):", ""]
     for report in reports:
         causes = Counter(entry["reason"] for entry in report["expected_failures"]).most_common()
         lines.append(f"- `{report['device']}`:")
@@ -88,14 +81,53 @@ def matrix(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def rate(figures: dict | None) -> str:
+    if not figures or not figures["samples"]:
+        return "-"
+    return f"{100 * figures['pass_rate']:.1f}% ({figures['samples_passed']}/{figures['samples']})"
+
+
+def opinfo_table(reports: list[dict]) -> str:
+    """OpInfo pass rates and crashes per device and dtype, then the crashing operators."""
+    lines = [
+        "| device | dtype | forward | backward | crashes |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for report in reports:
+        forward = report["opinfo"].get("forward", {}).get("dtypes", {})
+        backward = report["opinfo"].get("backward", {}).get("dtypes", {})
+        for dtype in report["dtypes"]:
+            crashes = sum(
+                figures.get(dtype, {}).get("crashes", 0) for figures in (forward, backward)
+            )
+            lines.append(
+                f"| `{report['device']}` | {dtype} | {rate(forward.get(dtype))} | "
+                f"{rate(backward.get(dtype))} | {crashes} |"
+            )
+    sweeps = ", ".join(
+        sorted({"every sample" if report["full"] else "sampled" for report in reports})
+    )
+    lines += ["", f"OpInfo samples that match the CPU, of those the CPU accepts ({sweeps})."]
+    crashed = [
+        f"- `{report['device']}`: {crash['mode']} `{crash['op']}` {crash['dtype']}: {crash['crash']}"
+        for report in reports
+        for crash in report["crashes"]
+    ]
+    lines += ["Operators that crashed the process:" if crashed else "No operator crashed."]
+    lines += crashed
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", nargs="*", help="saved `torchplug check --json` reports")
+    parser.add_argument("--full", action="store_true", help="every OpInfo sample (slow)")
     args = parser.parse_args()
     if args.reports:
         reports = [json.loads(Path(path).read_text()) for path in args.reports]
     else:
-        reports = [measure(device) for device in installed_devices()]
+        reports = [measure(device, args.full) for device in installed_devices()]
+    print(opinfo_table(reports))
     page = PAGE.read_text()
     before, rest = page.split(START, 1)
     _, after = rest.split(END, 1)

@@ -131,9 +131,10 @@ def text_summary(report: Mapping[str, Any]) -> str:
         *(line(row) for row in rows),
         line(totals),
     ]
-    out += [
-        f"OpInfo {mode}: {describe_samples(figures)}" for mode, figures in report["opinfo"].items()
-    ]
+    out += opinfo_lines(report)
+    if report["crashes"]:
+        out.append(f"operators that crashed the process ({len(report['crashes'])}):")
+        out += [f"  {crash['test']}: {crash['crash']}" for crash in report["crashes"]]
     if report["unexpected_failures"]:
         out.append(f"unexpected failures ({len(report['unexpected_failures'])}):")
         out += [f"  {e['test']}: {e.get('message', '')}" for e in report["unexpected_failures"]]
@@ -159,8 +160,21 @@ def describe_samples(figures: Mapping[str, Any]) -> str:
         return "no samples"
     return (
         f"{figures['samples_passed']}/{figures['samples']} samples pass "
-        f"({100 * figures['pass_rate']:.1f}%), {figures['operators']} operators"
+        f"({100 * figures['pass_rate']:.1f}%), {figures['operators']} operators, "
+        f"{figures['crashes']} crashed"
     )
+
+
+def opinfo_lines(report: Mapping[str, Any]) -> list[str]:
+    """The OpInfo figures of each mode, in total and per dtype."""
+    lines = []
+    for mode, figures in report["opinfo"].items():
+        lines.append(f"OpInfo {mode}: {describe_samples(figures)}")
+        lines += [
+            f"  {dtype}: {describe_samples(by_dtype)}"
+            for dtype, by_dtype in figures["dtypes"].items()
+        ]
+    return lines
 
 
 def markdown_report(report: Mapping[str, Any]) -> str:
@@ -179,7 +193,12 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     out.append("")
     for mode, figures in report["opinfo"].items():
         out.append(f"- OpInfo {mode}: {describe_samples(figures)}")
+        out += [
+            f"  - {dtype}: {describe_samples(by_dtype)}"
+            for dtype, by_dtype in figures["dtypes"].items()
+        ]
     sections = (
+        ("Operators that crashed the process", report["crashes"], "crash"),
         ("Unexpected failures", report["unexpected_failures"], "message"),
         ("Newly passing (remove from the expectation file)", report["newly_passing"], "reason"),
     )

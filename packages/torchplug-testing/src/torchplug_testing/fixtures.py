@@ -8,6 +8,7 @@ from types import ModuleType
 import pytest
 import torch
 
+from torchplug_testing import guard
 from torchplug_testing.session import DEVICE_KEY
 
 
@@ -21,6 +22,17 @@ def device(pytestconfig: pytest.Config) -> str:
 def device_module(device: str) -> ModuleType:
     """``torch.<device>``, found the way torch itself finds it."""
     return torch.get_device_module(device)
+
+
+@pytest.fixture(scope="session")
+def opinfo_runner(pytestconfig: pytest.Config, device: str) -> Iterator[guard.OpinfoRunner]:
+    """Runs the OpInfo sweeps: in the crash guard's worker process unless ``--no-crash-guard``."""
+    if pytestconfig.getoption("no_crash_guard"):
+        runner: guard.OpinfoRunner = guard.InProcessRunner(device)
+    else:
+        runner = guard.CrashGuard.for_pytest(pytestconfig, pytestconfig.getoption("op_timeout"))
+    yield runner
+    runner.close()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import unittest
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +24,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchplug_testing.compare import assert_matches_cpu, tensors_of, to_cpu_reference
 
-# Sampled mode (the default) takes this many samples of each operator: the
-# whole suite then fits a few minutes per device on two cores.
-DEFAULT_SAMPLES_PER_OPERATOR = 3
+# Sampled mode (the default) takes the first samples of each operator: more in
+# float32, the dtype most kernels are written and tuned for, one in each other
+# dtype (every operator still runs in every dtype, so a crash shows), which keeps
+# the whole suite to a few minutes per device on two cores.
+PRIMARY_DTYPE = torch.float32
+SAMPLES_PER_OPERATOR = 3
+SAMPLES_PER_OPERATOR_OTHER_DTYPES = 1
 MODES = ("forward", "backward")
 MAX_REPORTED_FAILURES = 3
 # Their outputs are uninitialised memory: only shape, dtype and device can be compared.
@@ -47,6 +51,13 @@ def op_id(op: Any) -> str:
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
 
 
+def sample_limit(dtype: torch.dtype, full: bool) -> int | None:
+    """Samples of each operator to take in ``dtype`` (None: all of them)."""
+    if full:
+        return None
+    return SAMPLES_PER_OPERATOR if dtype == PRIMARY_DTYPE else SAMPLES_PER_OPERATOR_OTHER_DTYPES
+
+
 def operators(mode: str, dtype: torch.dtype) -> list[Any]:
     """The operators of the sweep for ``mode`` and ``dtype`` (what the CPU supports)."""
     chosen = []
@@ -61,29 +72,80 @@ def operators(mode: str, dtype: torch.dtype) -> list[Any]:
     return chosen
 
 
+@dataclass(frozen=True)
+class SampleOutcome:
+    """The verdict on one sample input.
+
+    ``applicable`` is False when the CPU rejects the sample (or, backward, it
+    has nothing to differentiate): it is not counted. ``failure`` is None when
+    the device matched the CPU, else the first line of the error.
+    """
+
+    index: int
+    applicable: bool = True
+    failure: str | None = None
+
+
 @dataclass
 class SweepResult:
+    """One operator's sweep in one mode and dtype, as far as it got."""
+
     total: int = 0
     passed: int = 0
     failures: list[str] = field(default_factory=list)
+    # Samples the sweep got through, counted or not: the next one is where it stopped.
+    reached: int = 0
+    # How the process running the sweep died (signal, exit status or hang), if it did,
+    # and its last words (faulthandler's traceback).
+    crash: str | None = None
+    crash_context: str = ""
 
-    def record(self, index: int, error: BaseException | None) -> None:
+    def add(self, outcome: SampleOutcome) -> None:
+        self.reached = outcome.index + 1
+        if not outcome.applicable:
+            return
         self.total += 1
-        if error is None:
+        if outcome.failure is None:
             self.passed += 1
         else:
-            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            self.failures.append(f"sample {index}: {type(error).__name__}: {first_line[:200]}")
+            self.failures.append(f"sample {outcome.index}: {outcome.failure}")
 
-    def raise_if_failed(self, op_name: str, mode: str) -> None:
+    def record_crash(self, how: str, context: str = "") -> None:
+        """The sample being evaluated killed the process: it counts as a failed sample."""
+        self.crash, self.crash_context = how, context
+        self.total += 1
+        self.failures.append(f"sample {self.reached}: {how}")
+
+    def raise_if_failed(self, label: str) -> None:
+        """``label`` names the sweep: operator, mode, dtype and device."""
+        if self.crash is not None:
+            before = self.total - 1
+            raise OperatorCrash(
+                f"{label} crashed the process running it: {self.crash} on sample {self.reached}"
+                + (
+                    f" ({self.passed} of {before} samples before it matched the CPU)"
+                    if before
+                    else ""
+                )
+                + (f"\n{self.crash_context}" if self.crash_context else "")
+            )
         if not self.failures:
             return
         shown = "\n  ".join(self.failures[:MAX_REPORTED_FAILURES])
         more = len(self.failures) - MAX_REPORTED_FAILURES
         raise AssertionError(
-            f"{op_name} {mode}: {len(self.failures)} of {self.total} samples differ from the "
+            f"{label}: {len(self.failures)} of {self.total} samples differ from the "
             f"CPU or fail on the device; {shown}" + (f"\n  ... and {more} more" if more > 0 else "")
         )
+
+
+class OperatorCrash(AssertionError):
+    """An operator killed (or hung) the process that ran it, instead of raising an error."""
+
+
+def describe(error: BaseException) -> str:
+    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return f"{type(error).__name__}: {first_line[:200]}"
 
 
 def samples(
@@ -172,14 +234,12 @@ def _assert_same_metadata(actual: Any, expected: Any) -> None:
         )
 
 
-def sweep_forward(op: Any, device: str, dtype: torch.dtype, limit: int | None) -> SweepResult:
-    return _sweep(op, device, dtype, limit, call, requires_grad=False)
-
-
 def _gradients(op: Any, arguments: tuple) -> tuple | None:
     inputs = [t for t in tensors_of(arguments) if t.requires_grad]
     outputs = [
-        t for t in tensors_of(call(op, arguments)) if t.requires_grad and t.is_floating_point()
+        t
+        for t in tensors_of(call(op, arguments))
+        if t.requires_grad and (t.is_floating_point() or t.is_complex())
     ]
     if not inputs or not outputs:
         return None
@@ -190,40 +250,40 @@ def _gradients(op: Any, arguments: tuple) -> tuple | None:
     return torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
 
 
-def sweep_backward(op: Any, device: str, dtype: torch.dtype, limit: int | None) -> SweepResult:
-    return _sweep(op, device, dtype, limit, _gradients, requires_grad=True)
-
-
-def _sweep(
-    op: Any,
-    device: str,
-    dtype: torch.dtype,
-    limit: int | None,
-    evaluate: Callable[[Any, tuple], Any],
-    requires_grad: bool,
-) -> SweepResult:
-    """Evaluates each sample on the device and on the CPU and compares. A sample
-    the CPU rejects, or (backward) one with nothing to differentiate, is skipped."""
+def sweep(mode: str, op: Any, device: str, dtype: torch.dtype, limit: int | None) -> SweepResult:
+    """The whole sweep of ``op`` in this process."""
     result = SweepResult()
+    for outcome in sample_outcomes(mode, op, device, dtype, limit):
+        result.add(outcome)
+    return result
+
+
+def sample_outcomes(
+    mode: str, op: Any, device: str, dtype: torch.dtype, limit: int | None
+) -> Iterator[SampleOutcome]:
+    """Evaluates each sample on the device and on the CPU and compares, one
+    outcome per sample index in order (so a crash can be pinned to a sample)."""
+    evaluate, requires_grad = (call, False) if mode == "forward" else (_gradients, True)
     for index, sample, failed in samples(op, device, dtype, requires_grad, limit):
         if failed is not None:
-            result.record(index, failed)
-            break
+            yield SampleOutcome(index, failure=describe(failed))
+            return
         arguments = arguments_of(sample)
         reference = to_cpu_reference(arguments, device)
         try:
             with RandomOpDetector() as detector:
                 expected = evaluate(op, reference)
         except Exception:
+            yield SampleOutcome(index, applicable=False)
             continue
         if requires_grad and expected is None:
+            yield SampleOutcome(index, applicable=False)
             continue
-        error: BaseException | None = None
         try:
             actual = evaluate(op, arguments)
             check_on_device(device, arguments, actual)
             compare(op, actual, expected, detector.random)
-        except Exception as caught:
-            error = caught
-        result.record(index, error)
-    return result
+        except Exception as error:
+            yield SampleOutcome(index, failure=describe(error))
+            continue
+        yield SampleOutcome(index)

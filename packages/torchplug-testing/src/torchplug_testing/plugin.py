@@ -7,6 +7,7 @@ does nothing (and imports nothing heavy).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -16,6 +17,9 @@ import pytest
 from torchplug_testing import DEVICE_ENV, EXPECTATIONS_ENV
 
 SUITE_DIR = (Path(__file__).parent / "suite").resolve()
+# Every family of dtypes the CPU kernels have: floating, complex, integral,
+# boolean and the reduced-precision ones (backward runs in the differentiable ones).
+OPINFO_DTYPES = "float32,float64,complex64,int64,bool,bfloat16,float16"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,12 +42,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--dtypes",
-        default="float32",
-        help="comma-separated dtypes of the OpInfo sweep (default: float32)",
+        default=OPINFO_DTYPES,
+        help=f"comma-separated dtypes of the OpInfo sweep (default: {OPINFO_DTYPES})",
     )
     group.addoption(
         "--conformance-report", default=None, help="write the JSON conformance report here"
     )
+    group.addoption(
+        "--no-crash-guard",
+        action="store_true",
+        help="run OpInfo operators in the test process (for debuggers): a kernel that crashes "
+        "then ends the run instead of failing its test",
+    )
+    group.addoption(
+        "--op-timeout",
+        type=float,
+        default=120.0,
+        help="seconds an OpInfo sample may run before the crash guard reports it as hung "
+        "(default: 120)",
+    )
+    # The crash guard's worker process: the file descriptors it serves requests on.
+    group.addoption("--opinfo-worker", default=None, help=argparse.SUPPRESS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,6 +73,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     session = ConformanceSession.start(config, device)
     config.pluginmanager.register(session, "torchplug_testing.session")
+    channel = config.getoption("opinfo_worker")
+    if channel:
+        from torchplug_testing.guard import Worker
+
+        config.pluginmanager.register(Worker(session.device, channel), "torchplug_testing.worker")
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         # `pytest --device foo` with no paths: run the suite, not the project's tests.
         config.args = [str(SUITE_DIR)]

@@ -24,7 +24,8 @@ class ConformanceSession:
         self.device = device
         self.expected = expected
         self.outcomes: dict[str, dict[str, Any]] = {}
-        self.samples: dict[str, dict[str, list[int]]] = defaultdict(dict)
+        # mode -> "op-dtype" -> the sweep's figures (see suite/_sweep.py)
+        self.samples: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
 
     @classmethod
     def start(cls, config: pytest.Config, device: str) -> ConformanceSession:
@@ -40,10 +41,7 @@ class ConformanceSession:
         config.pluginmanager.register(fixtures, "torchplug_testing.fixtures")
         global _device_under_test, _sweep_options
         _device_under_test = device_type
-        _sweep_options = (
-            parse_dtypes(config.getoption("dtypes")),
-            None if config.getoption("full") else opinfo_default_limit(),
-        )
+        _sweep_options = (parse_dtypes(config.getoption("dtypes")), config.getoption("full"))
         config.stash[DEVICE_KEY] = device_type
         return cls(config, device_type, expected)
 
@@ -108,10 +106,10 @@ class ConformanceSession:
             record["message"] = skip_reason(report)
         for key, value in report.user_properties:
             if key == "opinfo_samples":
-                self.samples[value["mode"]][f"{value['op']}-{value['dtype']}"] = [
-                    value["total"],
-                    value["passed"],
-                ]
+                self.samples[value["mode"]][f"{value['op']}-{value['dtype']}"] = {
+                    **value,
+                    "test": test_id,
+                }
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and Path(report.fspath).resolve().parent == SUITE_DIR:
@@ -146,14 +144,19 @@ class ConformanceSession:
         ]
         opinfo = {}
         for mode, per_op in sorted(self.samples.items()):
-            total = sum(counts[0] for counts in per_op.values())
-            passed = sum(counts[1] for counts in per_op.values())
+            by_dtype: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for sweep in per_op.values():
+                by_dtype[sweep["dtype"]].append(sweep)
             opinfo[mode] = {
-                "operators": len(per_op),
-                "samples": total,
-                "samples_passed": passed,
-                "pass_rate": round(passed / total, 4) if total else None,
+                **sample_figures(list(per_op.values())),
+                "dtypes": {dtype: sample_figures(sweeps) for dtype, sweeps in by_dtype.items()},
             }
+        crashes = [
+            {key: sweep[key] for key in ("test", "mode", "op", "dtype", "crash")}
+            for per_op in self.samples.values()
+            for sweep in per_op.values()
+            if sweep["crash"]
+        ]
         return {
             "device": self.device,
             "suite_version": __version__,
@@ -172,6 +175,7 @@ class ConformanceSession:
             "skipped": lists["skipped"],
             "stale_expectations": stale,
             "opinfo": opinfo,
+            "crashes": sorted(crashes, key=lambda crash: crash["test"]),
         }
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -194,11 +198,17 @@ class ConformanceSession:
         write = terminalreporter.write_line
         terminalreporter.section(f"conformance of '{self.device}' against the CPU")
         for mode, figures in report["opinfo"].items():
-            if figures["samples"]:
-                write(
-                    f"OpInfo {mode}: {figures['samples_passed']}/{figures['samples']} samples "
-                    f"pass ({100 * figures['pass_rate']:.1f}%) over {figures['operators']} operators"
-                )
+            for dtype, by_dtype in figures["dtypes"].items():
+                if by_dtype["samples"]:
+                    write(
+                        f"OpInfo {mode} {dtype}: {by_dtype['samples_passed']}/"
+                        f"{by_dtype['samples']} samples pass ({100 * by_dtype['pass_rate']:.1f}%) "
+                        f"over {by_dtype['operators']} operators, {by_dtype['crashes']} crashed"
+                    )
+        if report["crashes"]:
+            write(f"{len(report['crashes'])} operator(s) crashed the process running them:")
+            for crash in report["crashes"]:
+                write(f"  {crash['mode']} {crash['op']} {crash['dtype']}: {crash['crash']}")
         if report["newly_passing"]:
             write(
                 f"{len(report['newly_passing'])} expected failure(s) now pass; remove them from "
@@ -216,22 +226,29 @@ class ConformanceSession:
         write(f"unexpected failures: {len(report['unexpected_failures'])}")
 
 
+def sample_figures(sweeps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over operator sweeps: samples the CPU accepts, how many match, crashes."""
+    total = sum(sweep["total"] for sweep in sweeps)
+    passed = sum(sweep["passed"] for sweep in sweeps)
+    return {
+        "operators": len(sweeps),
+        "samples": total,
+        "samples_passed": passed,
+        "pass_rate": round(passed / total, 4) if total else None,
+        "crashes": sum(1 for sweep in sweeps if sweep["crash"]),
+    }
+
+
 DEVICE_KEY = pytest.StashKey[str]()
 _device_under_test: str | None = None
 
 
-_sweep_options: tuple[list, int | None] = ([], None)
+_sweep_options: tuple[list, bool] = ([], False)
 
 
-def sweep_options() -> tuple[list, int | None]:
-    """The OpInfo sweep's dtypes and samples per operator (None: all) of this run."""
+def sweep_options() -> tuple[list, bool]:
+    """The OpInfo sweep's dtypes of this run, and whether it takes every sample (``--full``)."""
     return _sweep_options
-
-
-def opinfo_default_limit() -> int:
-    from torchplug_testing.opinfo import DEFAULT_SAMPLES_PER_OPERATOR
-
-    return DEFAULT_SAMPLES_PER_OPERATOR
 
 
 def parse_dtypes(text: str) -> list:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from torchplug_testing import opinfo
+from torchplug_testing.guard import OpinfoRunner
 from torchplug_testing.session import sweep_options
 
 
@@ -18,10 +19,16 @@ def parameters(mode: str) -> list:
     ]
 
 
-def run(mode: str, op, dtype: torch.dtype, device: str, request: pytest.FixtureRequest) -> None:
-    _, limit = sweep_options()
-    sweep = opinfo.sweep_forward if mode == "forward" else opinfo.sweep_backward
-    result = sweep(op, device, dtype, limit)
+def run(
+    mode: str,
+    op,
+    dtype: torch.dtype,
+    device: str,
+    runner: OpinfoRunner,
+    request: pytest.FixtureRequest,
+) -> None:
+    _, full = sweep_options()
+    result = runner.run(mode, op, dtype, opinfo.sample_limit(dtype, full))
     request.node.user_properties.append(
         (
             "opinfo_samples",
@@ -29,11 +36,15 @@ def run(mode: str, op, dtype: torch.dtype, device: str, request: pytest.FixtureR
                 "mode": mode,
                 "op": opinfo.op_id(op),
                 "dtype": str(dtype).removeprefix("torch."),
+                "device": device,
                 "total": result.total,
                 "passed": result.passed,
+                "crash": result.crash,
             },
         )
     )
     if result.total == 0:
         pytest.skip("no sample of this operator runs on the CPU")
-    result.raise_if_failed(opinfo.op_id(op), mode)
+    result.raise_if_failed(
+        f"{opinfo.op_id(op)} {mode} in {str(dtype).removeprefix('torch.')} on {device}"
+    )

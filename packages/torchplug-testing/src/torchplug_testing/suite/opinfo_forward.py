@@ -2,9 +2,12 @@
 
 import pytest
 
+from torchplug_testing.guard import OpinfoRunner
 from torchplug_testing.suite import _sweep
 
 
 @pytest.mark.parametrize(("op", "dtype"), _sweep.parameters("forward"))
-def test_forward(op, dtype, device: str, request: pytest.FixtureRequest) -> None:
-    _sweep.run("forward", op, dtype, device, request)
+def test_forward(
+    op, dtype, device: str, opinfo_runner: OpinfoRunner, request: pytest.FixtureRequest
+) -> None:
+    _sweep.run("forward", op, dtype, device, opinfo_runner, request)

@@ -1,0 +1,90 @@
+"""Kernels that kill or hang the process fail their own test; the run goes on and lists them."""
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+from torchplug_testing.plugin import SUITE_DIR
+
+# Three PrivateUse1 kernels replaced, for the child processes only: one
+# segfaults, one aborts, one never returns.
+CRASHING_KERNELS = textwrap.dedent(
+    """
+    import ctypes
+    import os
+    import time
+
+    import torch
+
+    _library = torch.library.Library("aten", "IMPL")
+
+
+    def _segfault(*args, **kwargs):
+        ctypes.string_at(0)
+
+
+    def _abort(*args, **kwargs):
+        os.abort()
+
+
+    def _hang(*args, **kwargs):
+        time.sleep(3600)
+
+
+    _library.impl("abs", _segfault, "PrivateUse1")
+    _library.impl("exp", _abort, "PrivateUse1")
+    _library.impl("neg", _hang, "PrivateUse1")
+    """
+)
+SELECTION = [
+    f"{SUITE_DIR / 'opinfo_forward.py'}::test_forward[{name}-float32]"
+    for name in ("abs", "add", "neg")
+] + [
+    f"{SUITE_DIR / 'opinfo_backward.py'}::test_backward[{name}-float32]" for name in ("exp", "mul")
+]
+
+
+def test_crashes_and_hangs_are_failures_of_their_tests(run_suite, tmp_path: Path) -> None:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "crashing_kernels.py").write_text(CRASHING_KERNELS)
+    environment = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "plugins"), *sys.path])}
+    run = run_suite(
+        "--device",
+        "foo",
+        "-p",
+        "crashing_kernels",
+        "--dtypes",
+        "float32",
+        "--op-timeout",
+        "5",
+        "-n",
+        "2",
+        "--dist",
+        "loadfile",
+        *SELECTION,
+        env=environment,
+    )
+    # Failed tests, not a crashed run (pytest's exit status 1, a report written).
+    assert run.result.returncode == 1, run.result.stdout[-3000:]
+    crashes = {crash["test"]: crash["crash"] for crash in run.report["crashes"]}
+    assert crashes == {
+        "opinfo_forward::test_forward[abs-float32]": "killed by SIGSEGV",
+        "opinfo_forward::test_forward[neg-float32]": "no progress for 5 s (hung; the worker was killed)",
+        "opinfo_backward::test_backward[exp-float32]": "killed by SIGABRT",
+    }
+    failed = {entry["test"]: entry["message"] for entry in run.report["unexpected_failures"]}
+    assert set(failed) == set(crashes)
+    assert (
+        "abs forward in float32 on foo crashed the process running it: killed by SIGSEGV on sample 0"
+        in failed["opinfo_forward::test_forward[abs-float32]"]
+    )
+    # The worker was restarted after each crash: the other operators ran and passed.
+    for test_id in (
+        "opinfo_forward::test_forward[add-float32]",
+        "opinfo_backward::test_backward[mul-float32]",
+    ):
+        assert run.outcome_of(test_id) == "passed", test_id
+    assert run.report["opinfo"]["forward"]["dtypes"]["float32"]["crashes"] == 2
+    # faulthandler's traceback from the worker names the kernel that crashed.
+    assert "in _segfault" in run.result.stdout
