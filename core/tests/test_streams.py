@@ -155,3 +155,45 @@ def test_sync_debug_mode_flags_host_waits(device: str) -> None:
     assert on_device.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
     with pytest.raises(RuntimeError, match="expected one of default, warn, error"):
         torch.foo.set_sync_debug_mode("loud")
+
+
+def test_stream_context_switches_to_the_streams_device(device: str) -> None:
+    """As with CUDA, work in the block runs on the stream's device."""
+    assert torch.foo.current_device() == 0
+    default_streams = [torch.foo.current_stream(i) for i in range(2)]
+    remote = torch.foo.Stream(device=1)
+    with torch.foo.stream(remote):
+        assert torch.foo.current_device() == 1
+        assert torch.foo.current_stream() == remote
+        assert torch.ones(2, device=device).device.index == 1
+    assert torch.foo.current_device() == 0
+    assert [torch.foo.current_stream(i) for i in range(2)] == default_streams
+    torch.foo.set_stream(remote)
+    assert torch.foo.current_device() == 1
+    torch.foo.set_stream(default_streams[0])
+    assert torch.foo.current_device() == 0
+
+
+def test_elapsed_time_refuses_events_of_two_devices(device: str) -> None:
+    first, second = (torch.Event(device=f"{device}:{i}", enable_timing=True) for i in range(2))
+    first.record(torch.foo.current_stream(0))
+    second.record(torch.foo.current_stream(1))
+    with pytest.raises(RuntimeError, match="recorded on devices 0 and 1"):
+        first.elapsed_time(second)
+    third = torch.Event(device=f"{device}:0", enable_timing=True)
+    third.record(torch.foo.current_stream(0))
+    assert first.elapsed_time(third) >= 0
+
+
+def test_memory_pinned_for_one_device_is_pinned_for_all(device: str) -> None:
+    """Pinned through the accelerator (foo), a non_blocking copy to hpu is asynchronous too."""
+    if not (hasattr(torch, "hpu") and torch.hpu.is_available()):
+        pytest.skip("hpu is not active here")
+    host = torch.ones(1 << 20).pin_memory()
+    with torch.hpu.stream(torch.hpu.Stream()):
+        torch.hpu._sleep(100)
+        started = time.perf_counter()
+        on_hpu = host.to("hpu", non_blocking=True)
+        assert time.perf_counter() - started < 0.05
+        torch.hpu.current_stream().synchronize()
+    assert torch.equal(on_hpu.cpu(), host)

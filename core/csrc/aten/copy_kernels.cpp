@@ -50,7 +50,7 @@ bool try_async_copy(const at::Tensor& src, const at::Tensor& dst) {
   }
   const at::Tensor& host = to_device ? src : dst;
   const at::Tensor& device = to_device ? dst : src;
-  if (!is_pinned_host_pointer(device.device().type(), host.data_ptr())) {
+  if (!is_pinned_host_pointer(host.data_ptr())) {
     return false;
   }
   runtime::Stream& stream = runtime_stream(current_stream(device.device()));

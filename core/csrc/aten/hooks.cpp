@@ -32,7 +32,7 @@ struct SimulatedHooks : public Interface {
     return c10::Device(kType, static_cast<c10::DeviceIndex>(index));
   }
 
-  bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(kType, data); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
   at::Allocator* getPinnedMemoryAllocator() const override { return &register_host_allocator(kType); }
   bool hasPrimaryContext(c10::DeviceIndex device_index) const override {
     runtime::Platform* platform = find_platform(kType);

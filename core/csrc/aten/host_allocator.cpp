@@ -157,9 +157,14 @@ at::HostAllocator& register_host_allocator(c10::DeviceType type) {
   return *slot;
 }
 
-bool is_pinned_host_pointer(c10::DeviceType type, const void* pointer) {
-  runtime::Platform* platform = find_platform(type);
-  return platform != nullptr && platform->is_host_pinned(pointer);
+bool is_pinned_host_pointer(const void* pointer) {
+  for (int type = 0; type < static_cast<int>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES); ++type) {
+    runtime::Platform* platform = find_platform(static_cast<c10::DeviceType>(type));
+    if (platform != nullptr && platform->is_host_pinned(pointer)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace torchplug

@@ -278,7 +278,4 @@ PYBIND11_MODULE(_C, m) {
   m.def("sync_debug_mode", [](const std::string& device_type) {
     return static_cast<int>(sync_debug_mode(parse_device_type(device_type)));
   });
-  m.def("is_pinned", [](const std::string& device_type, uintptr_t pointer) {
-    return is_pinned_host_pointer(parse_device_type(device_type), reinterpret_cast<const void*>(pointer));
-  });
 }

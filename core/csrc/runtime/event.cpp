@@ -1,5 +1,7 @@
 #include "runtime/event.h"
 
+#include <string>
+
 #include "runtime/errors.h"
 #include "runtime/stream.h"
 
@@ -76,6 +78,12 @@ double Event::elapsed_ms(const Event& end) const {
   auto end_mark = end.current();
   if (!start_mark || !end_mark) {
     throw RuntimeError("Both events must be recorded before measuring elapsed time.");
+  }
+  if (device() != end.device()) {
+    // Each device has its own clock, as CUDA's do: a difference between them means nothing.
+    throw RuntimeError("elapsed_time() needs two events recorded on the same device, but they were "
+                       "recorded on devices " + std::to_string(device()) + " and " +
+                       std::to_string(end.device()) + "; record both on streams of one device.");
   }
   start_mark->wait();
   end_mark->wait();

@@ -8,12 +8,10 @@ is not active its functions raise the recorded load error, and
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import types
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,36 +162,36 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         )
 
     def set_stream(stream: torch.Stream) -> None:
+        """Makes ``stream`` current, and its device the current device, as
+        ``torch.cuda.set_stream`` does."""
+        set_device(stream.device_index)
         native().set_current_stream(key, stream.device_index, stream.stream_id)
 
-    @contextlib.contextmanager
-    def stream(stream: torch.Stream | None) -> Iterator[None]:
-        if stream is None:
-            yield
-            return
-        previous = current_stream(stream.device_index)
-        set_stream(stream)
-        try:
-            yield
-        finally:
-            set_stream(previous)
-
     class StreamContext:
-        """Makes ``stream`` current for the block (``None``: no change), as
-        ``torch.cuda.StreamContext``; ``stream(s)`` is the same as a function."""
+        """Makes ``stream`` and its device current for the block (``None``: no
+        change), as ``torch.cuda.StreamContext``: on exit the current stream of
+        both devices and the current device are restored."""
 
         def __init__(self, stream: torch.Stream | None) -> None:
             self.stream = stream
-            self.previous: torch.Stream | None = None
+            self.previous: list[torch.Stream] = []
 
         def __enter__(self) -> None:
-            if self.stream is not None:
-                self.previous = current_stream(self.stream.device_index)
-                set_stream(self.stream)
+            if self.stream is None:
+                return
+            # Restored in reverse: the stream's device first, the original device last.
+            self.previous = [current_stream()]
+            if self.stream.device_index != self.previous[0].device_index:
+                self.previous.insert(0, current_stream(self.stream.device_index))
+            set_stream(self.stream)
 
         def __exit__(self, *exc: object) -> None:
-            if self.previous is not None:
-                set_stream(self.previous)
+            for previous in self.previous:
+                set_stream(previous)
+            self.previous = []
+
+    def stream(stream: torch.Stream | None) -> StreamContext:
+        return StreamContext(stream)
 
     def set_sync_debug_mode(debug_mode: int | str) -> None:
         """Warns (1, "warn") or raises (2, "error") when an operation makes the host
