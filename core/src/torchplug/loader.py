@@ -194,9 +194,10 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
         seeding.seed_with_torch(name)
     if backend.setup is not None:
         backend.setup(module)
-    from torchplug import distributed
+    from torchplug import distributed, ipc
 
     distributed.register(name)
+    ipc.share_between_processes(name)
 
 
 # Seconds the interpreter hands the GIL to other threads before finalizing.
