@@ -224,11 +224,18 @@ def local_rank_device(device: str, rank: int, world: int) -> None:
 @scenario
 def mismatched_sizes(device: str, rank: int, world: int) -> None:
     init(device, rank, world, f"{device}:torchplug")
-    tensor = torch.ones(4 + rank, device=device)
-    try:
-        dist.all_reduce(tensor)
-    except Exception as error:
-        print(f"ERROR: {error}", flush=True)
+    disagreeing = [
+        torch.ones(4 + rank, device=device),
+        torch.ones(4, device=device, dtype=torch.float32 if rank == 0 else torch.float64),
+    ]
+    for tensor in disagreeing:
+        try:
+            dist.all_reduce(tensor)
+        except Exception as error:
+            print("ERROR: " + str(error).replace("\n", " | "), flush=True)
+    agreeing = torch.ones(4, device=device)
+    dist.all_reduce(agreeing)  # the group is still usable
+    print(f"SUM: {agreeing.sum().item()}", flush=True)
 
 
 @scenario

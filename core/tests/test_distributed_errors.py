@@ -7,20 +7,24 @@ from pathlib import Path
 from distributed_launch import assert_ok, run_ranks
 
 
-def test_mismatched_sizes_abort_with_gloo_diagnosis(tmp_path: Path) -> None:
+def test_mismatched_sizes_and_dtypes_raise_on_every_rank(tmp_path: Path) -> None:
+    """Gloo alone aborts the receiving rank; the backend's shape agreement raises instead."""
     ranks = run_ranks(["mismatched_sizes"], "foo", tmp_path)
-    assert not any(
-        rank.ok("mismatched_sizes") and not rank.errors("mismatched_sizes") for rank in ranks
-    )
-    combined = "\n".join(rank.output for rank in ranks)
-    assert "Received data size doesn't match expected size" in combined
+    assert_ok(ranks, "mismatched_sizes")
+    for rank in ranks:
+        size_error, dtype_error = rank.errors("mismatched_sizes")
+        assert "all_reduce needs tensors of the same dtype and shape on every rank" in size_error
+        assert "rank 0: ALLREDUCE of Float[4]" in size_error
+        assert "rank 1: ALLREDUCE of Float[5]" in size_error
+        assert "rank 1: ALLREDUCE of Double[4]" in dtype_error
+        assert "SUM: 8.0" in rank.section("mismatched_sizes")
 
 
 def test_mismatched_sizes_are_named_in_debug_mode(tmp_path: Path) -> None:
     ranks = run_ranks(["mismatched_sizes"], "foo", tmp_path, TORCH_DISTRIBUTED_DEBUG="DETAIL")
     assert_ok(ranks, "mismatched_sizes")
     for rank in ranks:
-        (error,) = rank.errors("mismatched_sizes")
+        error, _ = rank.errors("mismatched_sizes")
         assert "Detected mismatch between collectives on ranks" in error
         assert "TensorShape=[4]" in error
         assert "TensorShape=[5]" in error

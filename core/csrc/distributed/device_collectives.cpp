@@ -75,8 +75,10 @@ Options with_transport_op(Options opts, const Average& average) {
 
 }  // namespace
 
-DeviceCollectives::DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size)
-    : c10d::Backend(rank, size), transport_(std::move(transport)), devices_(kDeviceTypes) {
+DeviceCollectives::DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport,
+                                     c10::intrusive_ptr<c10d::Backend> checks, int rank, int size)
+    : c10d::Backend(rank, size), transport_(std::move(transport)), agreement_(std::move(checks)),
+      devices_(kDeviceTypes) {
   TORCH_CHECK(transport_, "The torchplug collective backend needs a transport backend (Gloo).");
 }
 
@@ -145,6 +147,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduction_work(c10::intrusive_
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   auto views = host_views("broadcast", tensors);
+  agreement_.require("broadcast", c10d::OpType::BROADCAST, tensors);
   return c10::make_intrusive<DeviceWork>(transport_->broadcast(views, opts), tensors, c10d::OpType::BROADCAST,
                                          getRank());
 }
@@ -153,6 +156,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::allreduce(std::vector<at::Tens
                                                             const c10d::AllreduceOptions& opts) {
   const Average average = split_average("all_reduce", opts.reduceOp, tensors);
   auto views = host_views("all_reduce", tensors);
+  agreement_.require("all_reduce", c10d::OpType::ALLREDUCE, tensors);
   auto work = transport_->allreduce(views, with_transport_op(opts, average));
   return reduction_work(std::move(work), tensors, c10d::OpType::ALLREDUCE, average, views);
 }
@@ -161,6 +165,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::allreduce_coalesced(std::vecto
                                                                       const c10d::AllreduceCoalescedOptions& opts) {
   const Average average = split_average("all_reduce_coalesced", opts.reduceOp, tensors);
   auto views = host_views("all_reduce_coalesced", tensors);
+  agreement_.require("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors);
   auto work = transport_->allreduce_coalesced(views, with_transport_op(opts, average));
   return reduction_work(std::move(work), tensors, c10d::OpType::ALLREDUCE_COALESCED, average, views);
 }
@@ -169,6 +174,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce(std::vector<at::Tensor>
                                                          const c10d::ReduceOptions& opts) {
   const Average average = split_average("reduce", opts.reduceOp, tensors);
   auto views = host_views("reduce", tensors);
+  agreement_.require("reduce", c10d::OpType::REDUCE, tensors);
   auto work = transport_->reduce(views, with_transport_op(opts, average));
   // Only the root receives the sum to divide.
   const bool is_root = getRank() == opts.rootRank;
@@ -180,6 +186,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather(std::vector<std::vec
                                                             const c10d::AllgatherOptions& opts) {
   auto output_views = host_views("all_gather", outputs);
   auto input_views = host_views("all_gather", inputs);
+  agreement_.require("all_gather", c10d::OpType::ALLGATHER, inputs);
   return c10::make_intrusive<DeviceWork>(transport_->allgather(output_views, input_views, opts), flatten(outputs),
                                          c10d::OpType::ALLGATHER, getRank());
 }
@@ -188,6 +195,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::_allgather_base(at::Tensor& ou
                                                                   const c10d::AllgatherOptions& opts) {
   auto output_view = host_view("all_gather_into_tensor", output);
   auto input_view = host_view("all_gather_into_tensor", input);
+  agreement_.require("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input, output});
   return c10::make_intrusive<DeviceWork>(transport_->_allgather_base(output_view, input_view, opts),
                                          std::vector<at::Tensor>{output}, c10d::OpType::_ALLGATHER_BASE, getRank());
 }
@@ -197,6 +205,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather_coalesced(std::vecto
                                                                       const c10d::AllgatherOptions& opts) {
   auto output_views = host_views("all_gather_coalesced", outputs);
   auto input_views = host_views("all_gather_coalesced", inputs);
+  agreement_.require("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs);
   return c10::make_intrusive<DeviceWork>(transport_->allgather_coalesced(output_views, input_views, opts),
                                          flatten(outputs), c10d::OpType::ALLGATHER_COALESCED, getRank());
 }
@@ -205,6 +214,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather_into_tensor_coalesce
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   auto output_views = host_views("all_gather_into_tensor_coalesced", outputs);
   auto input_views = host_views("all_gather_into_tensor_coalesced", inputs);
+  agreement_.require("all_gather_into_tensor_coalesced", c10d::OpType::COALESCED, inputs);
   return c10::make_intrusive<DeviceWork>(
       transport_->allgather_into_tensor_coalesced(output_views, input_views, opts), outputs,
       c10d::OpType::COALESCED, getRank());
@@ -234,6 +244,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_scatter(std::vector<at:
   const Average average = split_average("reduce_scatter", opts.reduceOp, outputs);
   auto output_views = host_views("reduce_scatter", outputs);
   auto input_views = host_views("reduce_scatter", inputs);
+  agreement_.require("reduce_scatter", c10d::OpType::REDUCE_SCATTER, flatten(inputs));
   auto work = transport_->reduce_scatter(output_views, input_views, with_transport_op(opts, average));
   return reduction_work(std::move(work), outputs, c10d::OpType::REDUCE_SCATTER, average, output_views);
 }
@@ -243,6 +254,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::_reduce_scatter_base(at::Tenso
   const Average average = split_average("reduce_scatter_tensor", opts.reduceOp, {output});
   auto output_view = host_view("reduce_scatter_tensor", output);
   auto input_view = host_view("reduce_scatter_tensor", input);
+  agreement_.require("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, {input, output});
   auto work = transport_->_reduce_scatter_base(output_view, input_view, with_transport_op(opts, average));
   return reduction_work(std::move(work), {output}, c10d::OpType::_REDUCE_SCATTER_BASE, average, {output_view});
 }
@@ -252,6 +264,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_scatter_tensor_coalesce
   const Average average = split_average("reduce_scatter_tensor_coalesced", opts.reduceOp, outputs);
   auto output_views = host_views("reduce_scatter_tensor_coalesced", outputs);
   auto input_views = host_views("reduce_scatter_tensor_coalesced", inputs);
+  agreement_.require("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, inputs);
   auto work =
       transport_->reduce_scatter_tensor_coalesced(output_views, input_views, with_transport_op(opts, average));
   return reduction_work(std::move(work), outputs, c10d::OpType::COALESCED, average, output_views);

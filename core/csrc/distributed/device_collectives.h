@@ -8,6 +8,8 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include "distributed/shape_agreement.h"
+
 namespace torchplug::distributed {
 
 // The name users pass to init_process_group (e.g. "cpu:gloo,foo:torchplug").
@@ -22,9 +24,11 @@ struct Average {
 
 class DeviceCollectives final : public c10d::Backend {
  public:
-  // `transport` is a Gloo backend of the same rank and size, created on a
-  // store of its own; it only ever sees CPU tensors.
-  DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size);
+  // `transport` and `checks` are Gloo backends of the same rank and size,
+  // each created on a store of its own; they only ever see CPU tensors.
+  // `checks` carries the shape agreement that precedes each collective.
+  DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport, c10::intrusive_ptr<c10d::Backend> checks,
+                    int rank, int size);
 
   const std::string getBackendName() const override { return kBackendName; }
   bool supportsCoalescing() const override { return false; }
@@ -93,6 +97,7 @@ class DeviceCollectives final : public c10d::Backend {
                                                 const Average& average, std::vector<at::Tensor> host_outputs);
 
   c10::intrusive_ptr<c10d::Backend> transport_;
+  ShapeAgreement agreement_;
   std::vector<std::optional<at::Device>> devices_;  // per device type: the device bound to this group
 };
 

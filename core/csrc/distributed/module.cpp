@@ -53,9 +53,11 @@ PYBIND11_MODULE(_distributed, m) {
   // torch.distributed is imported), so process groups accept it like any backend.
   py::module_::import("torch.distributed");
   py::class_<DeviceCollectives, c10d::Backend, Holder>(m, "DeviceCollectives")
-      .def(py::init([](c10::intrusive_ptr<c10d::Backend> transport, int rank, int size) {
-             return Holder(c10::make_intrusive<DeviceCollectives>(std::move(transport), rank, size));
+      .def(py::init([](c10::intrusive_ptr<c10d::Backend> transport, c10::intrusive_ptr<c10d::Backend> checks,
+                       int rank, int size) {
+             return Holder(
+                 c10::make_intrusive<DeviceCollectives>(std::move(transport), std::move(checks), rank, size));
            }),
-           py::arg("transport"), py::arg("rank"), py::arg("size"))
+           py::arg("transport"), py::arg("checks"), py::arg("rank"), py::arg("size"))
       .def_property_readonly("transport", &DeviceCollectives::transport);
 }

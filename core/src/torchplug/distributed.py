@@ -70,7 +70,8 @@ def _create(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
     from torchplug import _distributed
 
     transport = dist.ProcessGroupGloo(dist.PrefixStore("transport/", store), rank, size, timeout)
-    return _distributed.DeviceCollectives(transport, rank, size)
+    checks = dist.ProcessGroupGloo(dist.PrefixStore("checks/", store), rank, size, timeout)
+    return _distributed.DeviceCollectives(transport, checks, rank, size)
 
 
 def _bind_local_rank() -> None:
