@@ -118,7 +118,8 @@ class CrashGuard:
                 if "sample" in message:
                     result.add(opinfo.SampleOutcome(**message["sample"]))
                 elif "skip" in message:
-                    pytest.skip(message["skip"])
+                    result.skip_reason = message["skip"]
+                    return result
                 elif "error" in message:
                     raise RuntimeError(f"the crash guard's worker failed: {message['error']}")
                 else:

@@ -43,6 +43,8 @@ def run(
             },
         )
     )
+    if result.skip_reason is not None:
+        pytest.skip(result.skip_reason)
     if result.total == 0:
         pytest.skip("no sample of this operator runs on the CPU")
     result.raise_if_failed(
