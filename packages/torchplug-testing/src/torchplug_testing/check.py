@@ -2,8 +2,9 @@
 
 The child gets its own interpreter (a backend that must own PrivateUse1 can be
 selected through its environment alone), its own pytest configuration (the
-caller's project settings do not leak in) and xdist workers (a kernel that
-crashes takes down one worker, not the run).
+caller's project settings do not leak in) and xdist workers (a crash outside
+the OpInfo sweeps, which have their own crash guard, takes down one worker,
+not the run).
 """
 
 from __future__ import annotations
