@@ -88,3 +88,20 @@ def test_crashes_and_hangs_are_failures_of_their_tests(run_suite, tmp_path: Path
     assert run.report["opinfo"]["forward"]["dtypes"]["float32"]["crashes"] == 2
     # faulthandler's traceback from the worker names the kernel that crashed.
     assert "in _segfault" in run.result.stdout
+
+
+def test_without_the_guard_operators_run_in_the_test_process(run_suite) -> None:
+    # For debuggers: the sweep runs in the test process and is reported the same way.
+    run = run_suite(
+        "--device",
+        "foo",
+        "--no-crash-guard",
+        "--dtypes",
+        "float32",
+        "-n",
+        "0",
+        f"{SUITE_DIR / 'opinfo_forward.py'}::test_forward[add-float32]",
+    )
+    assert run.result.returncode == 0, run.result.stdout[-3000:]
+    figures = run.report["opinfo"]["forward"]["dtypes"]["float32"]
+    assert (figures["operators"], figures["samples"], figures["crashes"]) == (1, 3, 0)

@@ -259,9 +259,8 @@ class Worker:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # In a thread of its own: OpInfo's sample generators walk the caller's
-        # stack (inspect.stack, looking for a unittest test), which costs ~40 ms
-        # per operator under pytest's deep stack and next to nothing in a thread's.
+        # Ctrl-C is the parent's to handle; it ends this process by closing the pipe.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         failed: list[BaseException] = []
 
         def target() -> None:
@@ -271,6 +270,9 @@ class Worker:
                 failed.append(error)
                 raise
 
+        # In a thread of its own: OpInfo's sample generators walk the caller's
+        # stack (inspect.stack, looking for a unittest test), which costs ~40 ms
+        # per operator under pytest's deep stack and next to nothing in a thread's.
         thread = threading.Thread(target=target, name="torchplug-opinfo-worker")
         thread.start()
         thread.join()
