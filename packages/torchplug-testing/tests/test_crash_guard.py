@@ -105,3 +105,35 @@ def test_without_the_guard_operators_run_in_the_test_process(run_suite) -> None:
     assert run.result.returncode == 0, run.result.stdout[-3000:]
     figures = run.report["opinfo"]["forward"]["dtypes"]["float32"]
     assert (figures["operators"], figures["samples"], figures["crashes"]) == (1, 3, 0)
+
+
+def test_a_worker_that_cannot_start_fails_the_sweep_tests(run_suite, tmp_path: Path) -> None:
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "no_worker.py").write_text(
+        "import sys\n"
+        "if '--opinfo-worker' in sys.argv:\n"
+        "    raise SystemExit('this environment cannot start the worker')\n"
+    )
+    environment = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "plugins"), *sys.path])}
+    run = run_suite(
+        "--device",
+        "foo",
+        "-p",
+        "no_worker",
+        "--dtypes",
+        "float32",
+        "-n",
+        "0",
+        *(
+            f"{SUITE_DIR / 'opinfo_forward.py'}::test_forward[{name}-float32]"
+            for name in ("abs", "add", "neg")
+        ),
+        env=environment,
+    )
+    assert run.result.returncode == 1, run.result.stdout[-3000:]
+    messages = [entry["message"] for entry in run.report["unexpected_failures"]]
+    assert len(messages) == 3
+    assert all("could not start its worker process" in message for message in messages)
+    # Not reported as operator crashes: no operator ran.
+    assert run.report["crashes"] == []
+    assert "this environment cannot start the worker" in run.result.stdout

@@ -44,6 +44,9 @@ DEFAULT_OP_TIMEOUT_S = 120.0
 STARTUP_TIMEOUT_S = 600.0
 # Lines of the worker's output (faulthandler's traceback) quoted in a crash report.
 CRASH_CONTEXT_LINES = 12
+# Workers that failed to start in a row before the guard gives up for the run
+# (one failure may be transient: a backend being rebuilt under the run).
+MAX_FAILED_STARTS = 2
 
 
 class OpinfoRunner(Protocol):
@@ -81,6 +84,7 @@ class CrashGuard:
         self.logs = Path(tempfile.mkdtemp(prefix="torchplug-crash-guard-"))
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.failed_starts = 0
         self.start_error: str | None = None
         self._requests: Any = None
         self._replies: int = -1
@@ -92,7 +96,7 @@ class CrashGuard:
         """A guard whose worker repeats this pytest process's own invocation."""
         command = [sys.executable, "-m", "pytest", *map(str, config.invocation_params.args)]
         # No capturing (a crash's traceback goes straight to the worker's log) and
-        # no xdist in the worker itself; the serving flag comes last so it wins.
+        # no xdist in the worker itself: options given last win (-n 0 over -n auto).
         command += ["--capture=no", "-p", "no:cacheprovider"]
         if config.pluginmanager.hasplugin("xdist"):
             command += ["-n", "0"]
@@ -165,12 +169,16 @@ class CrashGuard:
         try:
             self._receive(STARTUP_TIMEOUT_S)
         except _WorkerGone as gone:
+            self.failed_starts += 1
             tail = self._log_path.read_text(errors="replace").strip().splitlines()[-25:]
-            self.start_error = (
+            error = (
                 f"the crash guard could not start its worker process ({gone.how}); "
                 f"command: {' '.join(self.command)}\n" + "\n".join(tail)
             )
-            raise WorkerStartError(self.start_error) from None
+            if self.failed_starts >= MAX_FAILED_STARTS:
+                self.start_error = error
+            raise WorkerStartError(error) from None
+        self.failed_starts = 0
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
