@@ -24,6 +24,14 @@ class Backend:
         module: optional dotted name of the plugin's own module to fill in and
             register as ``torch.<name>`` (e.g. ``"vhabana_frameworks.torch.hpu"``);
             by default the core creates one.
+        prepare: optional callable run before the backend takes its device, for
+            what may fail on a given machine (loading native libraries, checking
+            a driver). If it raises, the backend fails without taking
+            PrivateUse1 from another installed backend that works; ``setup``
+            runs after the device is taken, when giving it back is impossible.
+        priority: for PrivateUse1 backends, which one gets the key when several
+            are installed and ``TORCHPLUG_PRIVATEUSE1`` does not say: the highest
+            priority wins, ties go to name order.
     """
 
     name: str
@@ -31,6 +39,8 @@ class Backend:
     distribution: str | None = None
     setup: Callable[[Any], None] | None = field(default=None, compare=False)
     module: str | None = None
+    prepare: Callable[[], None] | None = field(default=None, compare=False)
+    priority: int = 0
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -53,12 +63,22 @@ class Backend:
 
         return loader.activate(self)
 
+    def status(self) -> BackendStatus | None:
+        """This backend's outcome in this process, or None if it was never activated."""
+        from torchplug import loader
+
+        return loader.status_of(self)
+
 
 class BackendState(enum.StrEnum):
     ACTIVE = "active"
     DISABLED = "disabled"
     LOST_PRIVATEUSE1 = "inactive"
     FAILED = "failed"
+    # Another distribution provides the same device name and was activated first.
+    SHADOWED = "shadowed"
+    # Declared, waiting for the PrivateUse1 arbitration it takes part in.
+    PENDING = "pending"
 
 
 @dataclass

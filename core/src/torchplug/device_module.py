@@ -43,11 +43,9 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
 
     def native() -> Any:
         if status.state is not BackendState.ACTIVE:
-            from torchplug.loader import BackendLoadError
+            from torchplug.loader import BackendLoadError, explain
 
-            raise BackendLoadError(
-                f"The '{name}' backend is not active: {status.reason}. Run `torchplug doctor` for details."
-            ) from status.error
+            raise BackendLoadError(explain(status)) from status.error
         from torchplug import _C
 
         return _C

@@ -51,10 +51,13 @@ def collect() -> Report:
     import torchplug
 
     config = settings.current()
-    statuses = loader.statuses()
     by_distribution = {
         status.backend.distribution: status
-        for status in statuses.values()
+        for status in [
+            *loader.import_failures().values(),
+            *loader.shadowed(),
+            *loader.statuses().values(),
+        ]
         if status.backend.distribution
     }
     owner = torch._C._get_privateuse1_backend_name()
@@ -89,7 +92,10 @@ def collect() -> Report:
             entry.reason = f"{settings.AUTOLOAD}=0 turns autoloading off"
         elif entry.torchplug:
             entry.status = "not loaded"
-            entry.reason = "its entry point did not reach torchplug (see the log of `import torch`)"
+            entry.reason = (
+                "its entry point ran but never activated a torchplug backend; "
+                "point it at torchplug.loader:plugin.<module> to have failures recorded here"
+            )
         else:
             entry.status = "loaded"
             entry.reason = "not built on torchplug; torch ran its entry point"

@@ -2,19 +2,25 @@
 
 Upstream calls every ``torch.backends`` entry point inside ``import torch`` and
 aborts the import on the first exception. Everything here is built so that a
-torchplug backend never does that: activation is idempotent and re-entrant,
-failures are recorded and raised on first use of the device, PrivateUse1 is
-given to exactly one backend, and nothing mutates the environment.
+torchplug backend never does that: a plugin's modules are imported under a
+guard (:data:`plugin`, :func:`import_plugin`), activation is idempotent and
+re-entrant, failures are recorded and raised on first use of the device,
+PrivateUse1 goes to exactly one backend by a documented rule, and nothing
+mutates the environment.
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
+import importlib
 import logging
+import sys
 import threading
 import time
+import types
 from importlib import metadata
+from typing import Any
 
 from torchplug import settings
 from torchplug.backend import Backend, BackendState, BackendStatus
@@ -25,11 +31,23 @@ PRIVATEUSE1_GROUP = "torchplug.privateuse1"
 _UNCLAIMED_PRIVATEUSE1 = "privateuseone"
 
 _lock = threading.RLock()
+# By device name: the backend that holds the name (or failed, lost, was disabled).
 _statuses: dict[str, BackendStatus] = {}
+# Backends whose device name another distribution already holds.
+_shadowed: list[BackendStatus] = []
+# By distribution (or module when unknown): plugin modules that raised on import.
+_import_failures: dict[str, BackendStatus] = {}
+_privateuse1_holder: BackendStatus | None = None
+_arbitrating = False
+_warned_unknown_choice = False
 
 
 class BackendLoadError(RuntimeError):
     """A torchplug backend could not be activated; raised on first use of its device."""
+
+
+class DeviceUnavailableError(AttributeError):
+    """``torch.<name>`` of a backend that is installed but not active in this process."""
 
 
 def statuses() -> dict[str, BackendStatus]:
@@ -38,28 +56,109 @@ def statuses() -> dict[str, BackendStatus]:
         return dict(_statuses)
 
 
+def status_of(backend: Backend) -> BackendStatus | None:
+    """``backend``'s own outcome, even when another distribution holds its device name."""
+    with _lock:
+        status = _statuses.get(backend.name)
+        if status is not None and status.backend == backend:
+            return status
+        return next((s for s in _shadowed if s.backend == backend), None)
+
+
+def shadowed() -> list[BackendStatus]:
+    """Backends that lost their device name to another distribution providing it."""
+    with _lock:
+        return list(_shadowed)
+
+
+def import_failures() -> dict[str, BackendStatus]:
+    """Plugin modules that raised when their entry point imported them, by distribution."""
+    with _lock:
+        return dict(_import_failures)
+
+
+def explain(status: BackendStatus) -> str:
+    """Why ``status``'s backend is not usable and how to change that, in one message."""
+    name = status.backend.name
+    reason = status.reason.rstrip(". ") or f"it is {status.state.value}"
+    if status.state is BackendState.DISABLED:
+        remedy = f"Remove '{name}' from {settings.DISABLE} to use it."
+    else:
+        remedy = ""
+    return " ".join(
+        part
+        for part in (
+            f"The '{name}' backend is not active: {reason}.",
+            remedy,
+            "Run `torchplug doctor` for details.",
+        )
+        if part
+    )
+
+
 def activate(backend: Backend) -> BackendStatus:
-    # Importing torch may itself run the torch.backends entry points, which
-    # re-enter here for this very backend; the inner call does the work and
-    # this one then finds its result.
-    import torch  # noqa: F401
+    # Declared before importing torch: that import may run the torch.backends
+    # entry points, whose PrivateUse1 arbitration must see this backend.
+    with _lock:
+        status = _declare(backend)
+    import torch
 
     from torchplug import serialization
 
     # Even a disabled or losing backend's device may be named by a checkpoint.
     serialization.install()
+    _explain_missing_device_modules(torch)
     with _lock:
-        status = _statuses.get(backend.name)
-        if status is None:
-            started = time.perf_counter()
-            status = _activate(backend)
-            status.load_ms = (time.perf_counter() - started) * 1e3
-            _statuses[backend.name] = status
-            _report(status)
+        if status.state is BackendState.PENDING and not _arbitrating:
+            _settle(status)
+        if backend.dispatch_key == "hpu" and status.state is BackendState.DISABLED:
+            _stand_in_hpu_module(torch, status)
     if status.state is BackendState.FAILED and settings.current().strict:
         raise BackendLoadError(
             f"torchplug backend '{backend.name}' failed to load ({settings.STRICT}=1): {status.reason}"
         ) from status.error
+    return status
+
+
+def _declare(backend: Backend) -> BackendStatus:
+    config = settings.current()
+    name = backend.name
+    held = _statuses.get(name)
+    if held is not None and held.backend == backend:
+        return held
+    if config.disables(name, backend.distribution):
+        status = BackendStatus(
+            backend,
+            BackendState.DISABLED,
+            f"disabled by {settings.DISABLE}={','.join(sorted(config.disabled))}",
+        )
+        if held is None:
+            _statuses[name] = status
+            _report(status)
+        return status
+    if held is not None and held.state is not BackendState.DISABLED:
+        return _shadow(backend, held)
+    status = BackendStatus(backend, BackendState.PENDING)
+    _statuses[name] = status
+    return status
+
+
+def _shadow(backend: Backend, held: BackendStatus) -> BackendStatus:
+    known = next((s for s in _shadowed if s.backend == backend), None)
+    if known is not None:
+        return known
+    name = backend.name
+    holder = held.backend.distribution or "another distribution"
+    mine = backend.distribution or "another distribution"
+    status = BackendStatus(
+        backend,
+        BackendState.SHADOWED,
+        f"the '{name}' device is provided by both {holder} and {mine}; {holder} was activated "
+        f"first and holds it, so {mine}'s '{name}' is inactive. Set {settings.DISABLE}={holder} "
+        f"to use {mine}'s instead, or uninstall one of them",
+    )
+    _shadowed.append(status)
+    _report(status)
     return status
 
 
@@ -73,32 +172,149 @@ def _report(status: BackendStatus) -> None:
             status.reason,
             exc_info=status.error,
         )
+    elif status.state is BackendState.SHADOWED:
+        log.warning("torchplug backend '%s' is inactive: %s.", name, status.reason)
     elif status.state is BackendState.LOST_PRIVATEUSE1:
-        log.info("torchplug backend '%s' is inactive: %s", name, status.reason)
+        # A choice the user made explicitly needs no warning.
+        holder = _privateuse1_holder
+        chosen = holder is not None and holder.backend.name == settings.current().privateuse1
+        level = logging.INFO if chosen else logging.WARNING
+        log.log(level, "torchplug backend '%s' is inactive: %s", name, status.reason)
     elif status.state is BackendState.DISABLED:
         log.debug("torchplug backend '%s' is disabled: %s", name, status.reason)
 
 
-def _activate(backend: Backend) -> BackendStatus:
-    config = settings.current()
-    if backend.name in config.disabled:
-        return BackendStatus(
-            backend,
-            BackendState.DISABLED,
-            f"disabled by {settings.DISABLE}={','.join(sorted(config.disabled))}",
-        )
-    if backend.dispatch_key == "privateuse1":
-        owner, why = privateuse1_owner(backend.name, config)
-        if owner != backend.name:
-            return BackendStatus(backend, BackendState.LOST_PRIVATEUSE1, why)
-    status = BackendStatus(backend, BackendState.ACTIVE)
+def _settle(status: BackendStatus) -> None:
+    if status.backend.dispatch_key == "privateuse1":
+        _settle_privateuse1(status)
+    else:
+        _register_timed(status)
+
+
+def _register_timed(status: BackendStatus) -> None:
+    started = time.perf_counter()
+    status.state = BackendState.ACTIVE
     try:
-        _register(backend, status, config)
+        _register(status.backend, status, settings.current())
     except Exception as error:
         status.state = BackendState.FAILED
         status.error = error
         status.reason = f"{type(error).__name__}: {error}"
-    return status
+    status.load_ms = (time.perf_counter() - started) * 1e3
+    _report(status)
+
+
+def _settle_privateuse1(status: BackendStatus) -> None:
+    import torch
+
+    global _privateuse1_holder
+    if _privateuse1_holder is not None:
+        _lose(status, _privateuse1_holder, "it was activated first")
+        return
+    claimed = torch._C._get_privateuse1_backend_name()
+    if claimed != _UNCLAIMED_PRIVATEUSE1:
+        name = status.backend.name
+        status.state = BackendState.LOST_PRIVATEUSE1
+        status.reason = (
+            f"PrivateUse1 is already taken by '{claimed}' (registered before torchplug chose); "
+            f"only one PrivateUse1 backend can be active per process. Uninstall or disable "
+            f"'{claimed}' to use '{name}'."
+        )
+        _report(status)
+        return
+    config = settings.current()
+    ranked = _rank_privateuse1(_privateuse1_candidates(config), config)
+    for candidate in ranked:
+        _register_timed(candidate)
+        if candidate.state is BackendState.ACTIVE or candidate.backend.name == config.privateuse1:
+            _privateuse1_holder = candidate
+            break
+        # Failed before taking the key: the next in rank order may take it.
+        if torch._C._get_privateuse1_backend_name() != _UNCLAIMED_PRIVATEUSE1:
+            _privateuse1_holder = candidate
+            break
+    holder = _privateuse1_holder
+    for candidate in ranked:
+        if candidate.state is BackendState.PENDING and holder is not None:
+            _lose(candidate, holder, _why_first(holder, candidate, ranked, config))
+
+
+def _privateuse1_candidates(config: settings.Settings) -> list[BackendStatus]:
+    """The PrivateUse1 backends to choose among: with autoload on, every installed
+    one (imported here so that each declares itself); with autoload off, those
+    imported explicitly."""
+    global _arbitrating
+    if config.autoload:
+        _arbitrating = True
+        try:
+            for entry_point in metadata.entry_points(group=PRIVATEUSE1_GROUP):
+                if entry_point.name not in _statuses and not config.disables(
+                    entry_point.name, _distribution_name(entry_point)
+                ):
+                    import_plugin(entry_point.value, device=entry_point.name)
+        finally:
+            _arbitrating = False
+    return [
+        s
+        for s in _statuses.values()
+        if s.state is BackendState.PENDING and s.backend.dispatch_key == "privateuse1"
+    ]
+
+
+def _rank_privateuse1(
+    candidates: list[BackendStatus], config: settings.Settings
+) -> list[BackendStatus]:
+    global _warned_unknown_choice
+    names = {c.backend.name for c in candidates}
+    chosen = config.privateuse1
+    if chosen is not None and chosen not in names and not _warned_unknown_choice:
+        _warned_unknown_choice = True
+        log.warning(
+            "%s=%s names no installed PrivateUse1 backend (installed: %s); "
+            "falling back to the default choice.",
+            settings.PRIVATEUSE1,
+            chosen,
+            ", ".join(sorted(names | set(privateuse1_candidates()))) or "none",
+        )
+    return sorted(
+        candidates,
+        key=lambda c: (c.backend.name != chosen, -c.backend.priority, c.backend.name),
+    )
+
+
+def _why_first(
+    holder: BackendStatus,
+    loser: BackendStatus,
+    ranked: list[BackendStatus],
+    config: settings.Settings,
+) -> str:
+    winner = holder.backend
+    if config.privateuse1 == winner.name:
+        return f"{settings.PRIVATEUSE1}={winner.name}"
+    if winner.priority != loser.backend.priority:
+        return f"its priority {winner.priority} is higher than '{loser.backend.name}''s {loser.backend.priority}"
+    failed = [c.backend.name for c in ranked if c.state is BackendState.FAILED and c is not holder]
+    order = ", ".join(c.backend.name for c in ranked)
+    note = f"; {', '.join(repr(n) for n in failed)} failed to load" if failed else ""
+    return f"the first in name order of the installed PrivateUse1 backends ({order}){note}"
+
+
+def _lose(status: BackendStatus, holder: BackendStatus, why: str) -> None:
+    name = status.backend.name
+    winner = holder.backend.name
+    failed = f", which failed: {holder.reason.rstrip('.')}" if not holder.active else ""
+    status.state = BackendState.LOST_PRIVATEUSE1
+    if settings.current().privateuse1 == winner:
+        status.reason = (
+            f"PrivateUse1 belongs to '{winner}' ({why}{failed}); "
+            f"set {settings.PRIVATEUSE1}={name} to use '{name}' instead."
+        )
+    else:
+        status.reason = (
+            f"PrivateUse1 belongs to '{winner}' ({why}{failed}); only one PrivateUse1 backend "
+            f"can be active per process. Set {settings.PRIVATEUSE1}={name} to use '{name}' instead."
+        )
+    _report(status)
 
 
 def privateuse1_candidates() -> list[str]:
@@ -106,38 +322,119 @@ def privateuse1_candidates() -> list[str]:
     return sorted({ep.name for ep in metadata.entry_points(group=PRIVATEUSE1_GROUP)})
 
 
-def privateuse1_owner(name: str, config: settings.Settings) -> tuple[str, str]:
-    """Which backend gets PrivateUse1 in this process, and why (for the losers)."""
-    import torch
+def import_plugin(module: str, device: str | None = None) -> None:
+    """Imports a plugin's module for its ``torch.backends`` entry point, never
+    breaking ``import torch``: an exception is logged once with its cause,
+    recorded for ``torchplug doctor`` (and for ``device``, when named) and
+    raised only under ``TORCHPLUG_STRICT=1``."""
+    try:
+        importlib.import_module(module)
+    except Exception as error:
+        _record_import_failure(module, device, error)
 
-    claimed = torch._C._get_privateuse1_backend_name()
-    if claimed not in (_UNCLAIMED_PRIVATEUSE1, name) and claimed not in _statuses:
-        return claimed, (
-            f"PrivateUse1 is already taken by '{claimed}' (registered before torchplug chose); "
-            f"only one PrivateUse1 backend can be active per process. Uninstall or disable "
-            f"'{claimed}' to use '{name}'."
-        )
-    candidates = sorted((set(privateuse1_candidates()) | {name}) - config.disabled)
-    if config.privateuse1 is not None:
-        if config.privateuse1 in candidates:
-            chosen = config.privateuse1
-            return chosen, (
-                f"PrivateUse1 belongs to '{chosen}' ({settings.PRIVATEUSE1}={chosen}); "
-                f"set {settings.PRIVATEUSE1}={name} to use '{name}' instead."
-            )
+
+def _record_import_failure(module: str, device: str | None, error: Exception) -> None:
+    distribution = _distribution_of_module(module)
+    reason = f"importing {module} raised {type(error).__name__}: {error}"
+    with _lock:
+        if (distribution or module) in _import_failures:
+            return  # the arbitration and torch's entry point both import it
+        key = "hpu" if device == "hpu" else "privateuse1"
+        backend = Backend(name=device or "unknown", dispatch_key=key, distribution=distribution)
+        status = BackendStatus(backend, BackendState.FAILED, reason, error=error)
+        _import_failures[distribution or module] = status
+        if device is not None and device not in _statuses:
+            _statuses[device] = status
+            if device == "hpu" and "torch" in sys.modules:
+                _stand_in_hpu_module(sys.modules["torch"], status)
         log.warning(
-            "%s=%s names no installed PrivateUse1 backend (installed: %s); "
-            "falling back to the default choice.",
-            settings.PRIVATEUSE1,
-            config.privateuse1,
-            ", ".join(candidates),
+            "torchplug plugin %s (%s) failed to import; its device is unavailable and "
+            "`import torch` goes on without it: %s",
+            distribution or module,
+            module,
+            reason,
+            exc_info=error,
         )
-    chosen = candidates[0]
-    return chosen, (
-        f"PrivateUse1 belongs to '{chosen}', the first in name order of the installed "
-        f"PrivateUse1 backends ({', '.join(candidates)}); only one can be active per process. "
-        f"Set {settings.PRIVATEUSE1}={name} to use '{name}' instead."
-    )
+    if settings.current().strict:
+        raise BackendLoadError(
+            f"torchplug plugin {distribution or module} failed to import ({settings.STRICT}=1): {reason}"
+        ) from error
+
+
+def _distribution_of_module(module: str) -> str | None:
+    for group in ("torch.backends", PRIVATEUSE1_GROUP):
+        for entry_point in metadata.entry_points(group=group):
+            if entry_point.value in (module, f"{__name__}:plugin.{module}"):
+                return _distribution_name(entry_point)
+    return None
+
+
+def _distribution_name(entry_point: metadata.EntryPoint) -> str | None:
+    return entry_point.dist.name if entry_point.dist is not None else None
+
+
+class _PluginImporter:
+    """A ``torch.backends`` entry point that imports a plugin under torchplug's guard.
+
+    Upstream loads an entry point and calls it with no arguments, so the
+    module to import is spelled as the attribute path:
+    ``torch_foo = "torchplug.loader:plugin.torch_foo"`` imports ``torch_foo``
+    and ``"torchplug.loader:plugin.vendor.torch"`` imports ``vendor.torch``.
+    Upstream itself then only imports ``torchplug.loader``, which cannot fail
+    because of the plugin.
+    """
+
+    def __init__(self, module: str = "") -> None:
+        self._module = module
+
+    def __getattr__(self, part: str) -> _PluginImporter:
+        if part.startswith("_"):
+            raise AttributeError(part)
+        return _PluginImporter(f"{self._module}.{part}" if self._module else part)
+
+    def __call__(self) -> None:
+        import_plugin(self._module)
+
+    def __repr__(self) -> str:
+        return f"<torchplug entry point importing {self._module or '?'}>"
+
+
+plugin = _PluginImporter()
+
+
+@functools.cache
+def _explain_missing_device_modules(torch: types.ModuleType) -> None:
+    """Makes ``torch.<name>`` of an inactive backend raise why, instead of
+    "module 'torch' has no attribute". Torch looks its missing attributes up
+    in the module's ``__getattr__``; this one answers for torchplug's device
+    names first and defers to torch's for everything else."""
+    torch_getattr = torch.__dict__.get("__getattr__")
+
+    def __getattr__(name: str) -> Any:
+        status = _statuses.get(name)
+        if status is not None and status.state not in (BackendState.ACTIVE, BackendState.PENDING):
+            raise DeviceUnavailableError(f"torch.{name} is unavailable. {explain(status)}")
+        if torch_getattr is None:
+            raise AttributeError(f"module 'torch' has no attribute '{name}'")
+        return torch_getattr(name)
+
+    torch.__getattr__ = __getattr__
+
+
+def _stand_in_hpu_module(torch: types.ModuleType, status: BackendStatus) -> None:
+    """Tensor creation on ``hpu`` imports ``torch.hpu`` to initialise the device;
+    when the hpu backend is not active, a stand-in there raises why."""
+    if "torch.hpu" in sys.modules or "hpu" in torch.__dict__:
+        return
+    module = types.ModuleType("torch.hpu", "Stand-in for the inactive 'hpu' backend.")
+
+    def _lazy_init() -> None:
+        raise BackendLoadError(explain(status)) from status.error
+
+    module._lazy_init = _lazy_init  # type: ignore[attr-defined]
+    module.is_available = lambda: False  # type: ignore[attr-defined]
+    module.device_count = lambda: 0  # type: ignore[attr-defined]
+    sys.modules["torch.hpu"] = module
 
 
 def check_torch_version(package: str = "torchplug", built_for: str | None = None) -> None:
@@ -168,14 +465,18 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
     from torchplug import device_module
 
     name = backend.name
-    if backend.dispatch_key == "privateuse1":
-        # Renaming first lets "foo" parse as a device even if a later step
-        # fails, so first use reaches torch.foo and raises the recorded cause.
-        torch.utils.rename_privateuse1_backend(name)
-    module = device_module.build(backend, status)
-    if getattr(torch, name, None) is not module:
-        torch._register_device_module(name, module)
-    check_torch_version()
+    # The HPU key is never contested, and a PrivateUse1 backend the user named
+    # keeps the key: their device names reach the recorded cause even when
+    # preparing failed. Any other backend that fails to prepare leaves the
+    # key to the next one.
+    keeps_device = backend.dispatch_key == "hpu" or config.privateuse1 == name
+    try:
+        _prepare(backend)
+    except Exception:
+        if keeps_device:
+            _take_device(backend, status)
+        raise
+    module = _take_device(backend, status)
     from torchplug import _C
 
     _C.configure(name, settings.device_count(name), settings.device_memory(name))
@@ -198,6 +499,31 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
 
     distributed.register(name)
     ipc.share_between_processes(name)
+
+
+def _prepare(backend: Backend) -> None:
+    """What can fail before the backend takes its device, and so leaves it to another."""
+    check_torch_version()
+    from torchplug import _C  # noqa: F401 - loading the native core is what may fail
+
+    if backend.prepare is not None:
+        backend.prepare()
+
+
+def _take_device(backend: Backend, status: BackendStatus) -> types.ModuleType:
+    import torch
+
+    from torchplug import device_module
+
+    name = backend.name
+    if backend.dispatch_key == "privateuse1":
+        # Renaming first lets "foo" parse as a device even if a later step
+        # fails, so first use reaches torch.foo and raises the recorded cause.
+        torch.utils.rename_privateuse1_backend(name)
+    module = device_module.build(backend, status)
+    if torch.__dict__.get(name) is not module:
+        torch._register_device_module(name, module)
+    return module
 
 
 # Seconds the interpreter hands the GIL to other threads before finalizing.

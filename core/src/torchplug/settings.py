@@ -53,6 +53,12 @@ class Settings:
     strict: bool
     strict_memory: bool
 
+    def disables(self, device: str, distribution: str | None) -> bool:
+        """``TORCHPLUG_DISABLE`` names a device, or a distribution when two provide one device."""
+        return device in self.disabled or (
+            distribution is not None and distribution in self.disabled
+        )
+
     def as_dict(self) -> dict[str, object]:
         return {
             AUTOLOAD: self.autoload,

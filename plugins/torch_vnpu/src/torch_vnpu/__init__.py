@@ -10,9 +10,10 @@ and :func:`rms_norm`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from torchplug import Backend
+from torchplug import Backend, BackendState
 
 if TYPE_CHECKING:
     import torch
@@ -20,32 +21,45 @@ if TYPE_CHECKING:
 __all__ = ["backend", "fast_gelu", "rms_norm"]
 
 
-def _setup(device_module: Any) -> None:
-    # Runs only when npu is the active PrivateUse1 backend: the operator
-    # library registers kernels for the PrivateUse1 key, which must not
-    # land on another backend's device.
-    del device_module
+def _load_operators() -> None:
+    # Before npu takes PrivateUse1: if the operator library cannot load, npu
+    # fails without taking the key from another backend that works. It runs
+    # only for the backend about to take the key, so its PrivateUse1 kernels
+    # never land on another backend's device.
     from torch_vnpu import _ops
 
     _ops.load()
 
 
-backend = Backend(name="npu", dispatch_key="privateuse1", distribution="torch_vnpu", setup=_setup)
+backend = Backend(
+    name="npu", dispatch_key="privateuse1", distribution="torch_vnpu", prepare=_load_operators
+)
 
-# The torch.backends entry point. Importing torch_vnpu explicitly does the same.
+# The torch.backends entry point of old installs; importing torch_vnpu
+# explicitly does the same as autoloading it.
 _autoload = backend.autoload
 _autoload()
 
 
-def fast_gelu(x: torch.Tensor) -> torch.Tensor:
-    """``x * sigmoid(1.702 * x)`` in one fused kernel (``torch.ops.npu.fast_gelu``)."""
+def _operator(name: str) -> Callable[..., Any]:
     from torch_vnpu import _ops
 
-    return _ops.operator("fast_gelu")(x)
+    status = backend.status()
+    if status is not None and status.state is BackendState.SHADOWED:
+        # Another distribution's npu holds the name: its status is not ours.
+        from torchplug.loader import explain
+
+        raise _ops.OperatorsUnavailableError(
+            f"torch_vnpu's operators are registered when its npu backend is active. {explain(status)}"
+        )
+    return _ops.operator(name)
+
+
+def fast_gelu(x: torch.Tensor) -> torch.Tensor:
+    """``x * sigmoid(1.702 * x)`` in one fused kernel (``torch.ops.npu.fast_gelu``)."""
+    return _operator("fast_gelu")(x)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """``x / sqrt(mean(x**2, -1) + eps) * weight`` in one fused kernel (``torch.ops.npu.rms_norm``)."""
-    from torch_vnpu import _ops
-
-    return _ops.operator("rms_norm")(x, weight, eps)
+    return _operator("rms_norm")(x, weight, eps)

@@ -11,7 +11,15 @@ is_loaded = False
 
 
 def __autoload() -> None:
-    """The ``torch.backends`` entry point, called during ``import torch``."""
+    """The ``torch.backends`` entry point, called during ``import torch``.
+
+    This module imports nothing, so upstream's loader cannot fail on it; the
+    device comes up in ``vhabana_frameworks.torch``, imported under
+    torchplug's guard so that an error there is recorded for the ``hpu``
+    device instead of breaking ``import torch``.
+    """
     if is_loaded:
         return
-    import vhabana_frameworks.torch  # noqa: F401 - importing it brings the device up
+    from torchplug.loader import import_plugin
+
+    import_plugin("vhabana_frameworks.torch", device="hpu")
