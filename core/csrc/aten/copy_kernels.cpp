@@ -16,7 +16,7 @@
 #include "aten/device_activity.h"
 #include "aten/host_alias.h"
 #include "aten/host_allocator.h"
-#include "aten/sync_debug.h"
+#include "aten/kernel_launch.h"
 #include "runtime/memory_guard.h"
 
 namespace torchplug {
@@ -77,21 +77,20 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   if (non_blocking && try_async_copy(src, dst)) {
     return dst;
   }
-  if (!non_blocking && is_device(src) != is_device(dst)) {
-    check_synchronizing_operation(is_device(src) ? src.device() : dst.device(), copy_name(src, dst));
-  }
   for (const at::Tensor* tensor : {&src, &dst}) {
     if (is_device(*tensor)) {
       checked_device_index(tensor->device().type(), tensor->device().index());
-      wait_for_current_stream(tensor->device());
     }
   }
-  std::vector<const void*> accessed;
-  if (runtime::strict_mode()) {
-    accessed = {src.storage().data(), dst.storage().data()};
+  const at::Tensor& on_device = is_device(dst) ? dst : src;
+  const at::Tensor& other = is_device(dst) ? src : dst;
+  LaunchOptions options{ActivityKind::kMemcpy};
+  if (is_device(other)) {
+    options.peer = other.device();
+  } else {
+    options.host_waits = !non_blocking;
   }
-  runtime::KernelAccess access(accessed);
-  DeviceActivity activity(copy_name(src, dst), is_device(dst) ? dst.device() : src.device(), ActivityKind::kMemcpy);
+  const KernelLaunch launch(copy_name(src, dst), on_device.device(), touched_memory({&src, &dst}), options);
   at::Tensor host_dst = host_view(dst);
   host_dst.copy_(host_view(src));
   return dst;
@@ -105,9 +104,9 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
-  check_synchronizing_operation(self.device(), "item()");
-  wait_for_current_stream(self.device());
-  runtime::KernelAccess access{self.storage().data()};
+  LaunchOptions options{ActivityKind::kMemcpy};
+  options.host_waits = true;
+  const KernelLaunch launch("item()", self.device(), touched_memory({&self}), options);
   return at::_local_scalar_dense(host_alias(self));
 }
 

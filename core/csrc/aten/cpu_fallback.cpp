@@ -1,12 +1,11 @@
 #include "aten/cpu_fallback.h"
 
-#include <c10/core/DeviceGuard.h>
 #include <c10/util/SmallVector.h>
 
 #include "aten/backend.h"
-#include "aten/device_activity.h"
 #include "aten/generator.h"
 #include "aten/host_alias.h"
+#include "aten/kernel_launch.h"
 #include "aten/sparse_alias.h"
 #include "runtime/memory_guard.h"
 
@@ -32,13 +31,6 @@ struct CallState {
   bool host_tensor_seen = false;  // a non-scalar CPU tensor among the arguments
 };
 
-[[noreturn]] void different_devices(const c10::Device& first, const c10::Device& second,
-                                    const c10::OperatorHandle& op) {
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
-              first, " and ", second, "! (in ", op.schema().name(),
-              "; move the tensors to one device with .to(device) first)");
-}
-
 bool is_index_argument(const c10::Argument& argument, const at::Tensor& tensor) {
   // Like CUDA, accept host index tensors alongside device data.
   const auto& name = argument.name();
@@ -57,7 +49,7 @@ void note_device(CallState& state, const at::Tensor& tensor, const c10::Argument
   if (!state.device.has_value()) {
     state.device = device;
   } else if (*state.device != device) {
-    different_devices(*state.device, device, state.op);
+    different_devices(state.op.schema().name().c_str(), *state.device, device);
   }
 }
 
@@ -215,7 +207,7 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
   TORCH_CHECK(state.device.has_value(), "Operator ", schema.name(),
               " reached a simulated device without a device tensor or device argument.");
   if (state.host_tensor_seen) {
-    different_devices(*state.device, c10::Device(c10::kCPU), op);
+    different_devices(schema.name().c_str(), *state.device, c10::Device(c10::kCPU));
   }
 
   // Random ops without an explicit generator draw from the device's default one.
@@ -223,8 +215,6 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
     (*stack)[first + state.generator_slot] = c10::IValue(engine_of(default_generator(*state.device)));
   }
 
-  c10::DeviceGuard device_guard(*state.device);
-  wait_for_current_stream(*state.device);
   {
     std::vector<const void*> accessed;
     if (runtime::strict_mode()) {
@@ -234,8 +224,7 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
         }
       }
     }
-    runtime::KernelAccess access(accessed);
-    DeviceActivity activity(schema.name().c_str(), *state.device);
+    const KernelLaunch launch(schema.name().c_str(), *state.device, accessed);
     op.redispatchBoxed(host_keys(keys), stack);
     for (const Aliased& entry : state.aliased) {
       if (entry.mutable_arg) {

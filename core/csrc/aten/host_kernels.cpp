@@ -36,18 +36,17 @@
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/backend.h"
-#include "aten/device_activity.h"
 #include "aten/host_alias.h"
+#include "aten/kernel_launch.h"
 #include "runtime/memory_guard.h"
 
 namespace torchplug {
 namespace {
 
 struct HostCall {
+  const char* op_name;
   std::optional<c10::Device> device;
   bool host_tensor_seen = false;
   std::vector<const void*> accessed;  // strict mode only
@@ -64,8 +63,7 @@ struct HostCall {
     if (!device.has_value()) {
       device = tensor_device;
     } else if (*device != tensor_device) {
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
-                  *device, " and ", tensor_device, "!");
+      different_devices(op_name, *device, tensor_device);
     }
     if (runtime::strict_mode()) {
       accessed.push_back(tensor.storage().data());
@@ -89,19 +87,15 @@ struct HostCall {
 // raw CPU result together with the device the call runs on.
 template <typename Op, typename... Args>
 auto run_on_host(c10::Device& device, Args&&... args) {
-  HostCall host;
+  HostCall host{Op::name};
   auto host_args = std::tuple<decltype(host.convert(std::forward<Args>(args)))...>{
       host.convert(std::forward<Args>(args))...};
   TORCH_CHECK(host.device.has_value(), Op::name, " reached a simulated device without a device tensor.");
   if (host.host_tensor_seen) {
-    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
-                *host.device, " and cpu!");
+    different_devices(Op::name, *host.device, c10::Device(c10::kCPU));
   }
   device = *host.device;
-  c10::DeviceGuard guard(device);
-  wait_for_current_stream(device);
-  runtime::KernelAccess access(host.accessed);
-  DeviceActivity activity(Op::name, device);
+  const KernelLaunch launch(Op::name, device, host.accessed);
   return std::apply(
       [](auto&&... converted) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), converted...); },
       host_args);
@@ -146,9 +140,7 @@ bool loops_run_on_device_tensors(const at::Tensor& self, const at::Tensor& other
 // reads and writes device memory directly, since it is host memory.
 template <typename Op, typename Loop>
 at::Tensor binary_on_device(const at::Tensor& self, const at::Tensor& other, Loop loop) {
-  const c10::Device device = self.device();
-  wait_for_current_stream(device);
-  DeviceActivity activity(Op::name, device);
+  const KernelLaunch launch(Op::name, self.device());
   at::Tensor result;
   at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(result, self, other);
   loop(iter);

@@ -11,11 +11,11 @@
 #include <cstring>
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "aten/backend.h"
 #include "aten/host_alias.h"
+#include "aten/kernel_launch.h"
 
 namespace torchplug {
 namespace {
@@ -60,8 +60,7 @@ int64_t share_memory(const at::Tensor& self) {
   if (storage.data_ptr().get_deleter() == &release_segment) {
     return static_cast<SharedSegment*>(storage.data_ptr().get_context())->fd;
   }
-  c10::DeviceGuard guard(self.device());
-  wait_for_current_stream(self.device());  // the copy below must see queued work
+  const KernelLaunch launch("share_memory_", self.device(), touched_memory({&self}), {ActivityKind::kMemcpy});
   const size_t nbytes = storage.nbytes();
   const int fd = memfd_create("torchplug-device-memory", MFD_CLOEXEC);
   TORCH_CHECK(fd >= 0, "Cannot create shared memory for a device tensor: ", std::strerror(errno), ".");

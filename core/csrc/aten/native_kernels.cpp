@@ -19,10 +19,9 @@
 #include <torch/library.h>
 
 #include "aten/backend.h"
-#include "aten/device_activity.h"
 #include "aten/device_allocator.h"
 #include "aten/host_alias.h"
-#include "runtime/memory_guard.h"
+#include "aten/kernel_launch.h"
 
 namespace torchplug {
 namespace {
@@ -48,6 +47,7 @@ struct OnDevice final : CpuKernel {
   const at::Tensor& maybe_get_output(int64_t index) override { return outputs[index]; }
 
   void allocate(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides, c10::TensorOptions options) {
+    const c10::DeviceGuard guard(device);  // the allocator serves the current device
     const c10::ScalarType dtype = c10::typeMetaToScalarType(options.dtype());
     // Empty strides mean "any layout": contiguous in the requested memory format.
     outputs[index] = strides.empty()
@@ -74,52 +74,15 @@ c10::Device common_device(const char* op, std::initializer_list<std::pair<const 
   return *device;
 }
 
-// Runs `body` as a kernel on `device`: current device set, queued stream work
-// finished, and (strict mode) access to the memory of `tensors` granted.
-template <typename Body>
-decltype(auto) as_kernel(c10::Device device, std::initializer_list<const at::Tensor*> tensors, Body&& body) {
-  c10::DeviceGuard guard(device);
-  wait_for_current_stream(device);
-  if (!runtime::strict_mode()) {
-    return body();
-  }
-  std::vector<const void*> pointers;
-  for (const at::Tensor* tensor : tensors) {
-    if (tensor->defined() && !tensor->device().is_cpu()) {
-      pointers.push_back(tensor->storage().data());
-    }
-  }
-  runtime::KernelAccess access(pointers);
-  return body();
-}
-
-// Strict mode: a kernel's freshly allocated outputs must be writable too.
-struct OutputAccess {
-  template <class Kernel>
-  explicit OutputAccess(const Kernel& kernel) {
-    if (runtime::strict_mode()) {
-      for (const at::Tensor& out : kernel.outputs) {
-        if (out.defined()) {
-          pointers.push_back(out.storage().data());
-        }
-      }
-    }
-  }
-  std::vector<const void*> pointers;
-};
-
 #define TORCHPLUG_BINARY_KERNEL(name, CpuKernel, other_name)                                       \
   at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                               \
     const c10::Device device =                                                                     \
         common_device("aten::" #name, {{&self, "self"}, {&other, other_name}});                   \
-    return as_kernel(device, {&self, &other}, [&] {                                                \
-      OnDevice<CpuKernel> op(device);                                                              \
-      op.meta(self, other);                                                                        \
-      runtime::KernelAccess access(OutputAccess(op).pointers);                                     \
-      DeviceActivity activity("aten::" #name, device);                                             \
-      op.impl(self, other, op.outputs[0]);                                                         \
-      return std::move(op.outputs[0]);                                                             \
-    });                                                                                            \
+    OnDevice<CpuKernel> op(device);                                                                \
+    op.meta(self, other);                                                                          \
+    const KernelLaunch launch("aten::" #name, device, touched_memory({&self, &other, &op.outputs[0]})); \
+    op.impl(self, other, op.outputs[0]);                                                           \
+    return std::move(op.outputs[0]);                                                               \
   }
 
 TORCHPLUG_BINARY_KERNEL(mm, at::native::structured_mm_out_cpu, "mat2")
@@ -127,14 +90,11 @@ TORCHPLUG_BINARY_KERNEL(mm, at::native::structured_mm_out_cpu, "mat2")
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                  const c10::Scalar& alpha) {
   const c10::Device device = common_device("aten::addmm", {{&self, "self"}, {&mat1, "mat1"}, {&mat2, "mat2"}});
-  return as_kernel(device, {&self, &mat1, &mat2}, [&] {
-    OnDevice<at::native::structured_addmm_out_cpu> op(device);
-    op.meta(self, mat1, mat2, beta, alpha);
-    runtime::KernelAccess access(OutputAccess(op).pointers);
-    DeviceActivity activity("aten::addmm", device);
-    op.impl(self, mat1, mat2, beta, alpha, op.outputs[0]);
-    return std::move(op.outputs[0]);
-  });
+  OnDevice<at::native::structured_addmm_out_cpu> op(device);
+  op.meta(self, mat1, mat2, beta, alpha);
+  const KernelLaunch launch("aten::addmm", device, touched_memory({&self, &mat1, &mat2, &op.outputs[0]}));
+  op.impl(self, mat1, mat2, beta, alpha, op.outputs[0]);
+  return std::move(op.outputs[0]);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <exception>
 #include <vector>
 
+#include "aten/kernel_launch.h"
 #include "runtime/memory_guard.h"
 #include "torchplug/kernel_api.h"
 
@@ -28,7 +29,27 @@ void close_access(void* scope) {
   delete static_cast<runtime::KernelAccess*>(scope);
 }
 
-const TorchplugKernelApi kernel_api_table{TORCHPLUG_KERNEL_API_VERSION, &open_access, &close_access};
+int open_launch(const char* name, int device_type, int device_index, const void* const* pointers, size_t count,
+                void** scope, char* error, size_t error_size) {
+  *scope = nullptr;
+  try {
+    const c10::Device device(static_cast<c10::DeviceType>(device_type), static_cast<c10::DeviceIndex>(device_index));
+    std::vector<const void*> memory;
+    if (runtime::strict_mode()) {
+      memory.assign(pointers, pointers + count);
+    }
+    *scope = new KernelLaunch(name, device, memory);
+    return 0;
+  } catch (const std::exception& failure) {
+    std::snprintf(error, error_size, "%s", failure.what());
+    return -1;
+  }
+}
+
+void close_launch(void* scope) { delete static_cast<KernelLaunch*>(scope); }
+
+const TorchplugKernelApi kernel_api_table{TORCHPLUG_KERNEL_API_VERSION, &open_access, &close_access, &open_launch,
+                                          &close_launch};
 
 }  // namespace
 

@@ -42,7 +42,7 @@ at::Tensor fast_gelu(const at::Tensor& self) {
   const c10::DeviceGuard guard(self.device());
   const at::Tensor x = self.contiguous();
   at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
-  const torchplug::KernelScope scope(x.device(), {x, y});
+  const torchplug::KernelScope scope("npu::fast_gelu", x.device(), {x, y});
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "npu::fast_gelu", [&] {
     fast_gelu_loop(x.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), x.numel());
   });
@@ -58,7 +58,7 @@ at::Tensor fast_gelu_backward(const at::Tensor& grad, const at::Tensor& self) {
   const at::Tensor x = self.contiguous();
   const at::Tensor g = grad.contiguous();
   at::Tensor grad_x = at::empty_like(x, at::MemoryFormat::Contiguous);
-  const torchplug::KernelScope scope(x.device(), {g, x, grad_x});
+  const torchplug::KernelScope scope("npu::fast_gelu_backward", x.device(), {g, x, grad_x});
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "npu::fast_gelu_backward", [&] {
     fast_gelu_backward_loop(g.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
                             grad_x.mutable_data_ptr<scalar_t>(), x.numel());
@@ -74,7 +74,7 @@ at::Tensor rms_norm(const at::Tensor& self, const at::Tensor& weight, double eps
   at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
   const int64_t cols = x.size(-1);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  const torchplug::KernelScope scope(x.device(), {x, w, y});
+  const torchplug::KernelScope scope("npu::rms_norm", x.device(), {x, w, y});
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "npu::rms_norm", [&] {
     rms_norm_loop(x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(),
                   rows, cols, eps);
@@ -96,7 +96,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, con
   at::Tensor grad_weight = at::empty_like(w, at::MemoryFormat::Contiguous);
   const int64_t cols = x.size(-1);
   const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  const torchplug::KernelScope scope(x.device(), {g, x, w, grad_x, grad_weight});
+  const torchplug::KernelScope scope("npu::rms_norm_backward", x.device(), {g, x, w, grad_x, grad_weight});
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "npu::rms_norm_backward", [&] {
     rms_norm_backward_loop(g.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
                            w.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>(),

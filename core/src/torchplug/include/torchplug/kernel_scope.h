@@ -1,16 +1,14 @@
 #pragma once
 // For the C++ kernels of a backend plugin built on torchplug: a kernel that
-// loops over device memory on the host does what the core's own kernels do
-// around the loop. It waits for the work queued on the device's current
-// stream (asynchronous copies, event waits), so stream order holds, and in
-// strict memory mode it is granted access to its tensors' memory.
+// loops over device memory on the host enters the device through the same
+// kernel launch as the core's own kernels (see KernelScope below).
 //
 //   // once, in the extension module's PyInit function:
 //   if (!torchplug::load_kernel_api()) return nullptr;
 //
 //   at::Tensor scale(const at::Tensor& x) {
 //     at::Tensor y = at::empty_like(x);
-//     torchplug::KernelScope scope(x.device(), {x, y});
+//     torchplug::KernelScope scope("mylib::scale", x.device(), {x, y});
 //     scale_loop(x.const_data_ptr<float>(), y.mutable_data_ptr<float>(), x.numel());
 //     return y;
 //   }
@@ -23,7 +21,6 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include "torchplug/kernel_api.h"
@@ -57,18 +54,18 @@ inline bool load_kernel_api() {
   return true;
 }
 
-// The kernel's stay on the device: construct it after allocating the outputs
-// and before the loop. A no-op for CPU tensors.
+// A kernel's stay on the device, through the core's kernel launch (the same
+// one the core's own kernels take): the device is current, work queued on its
+// current stream runs first, strict memory mode grants access to the tensors'
+// memory, and torch.profiler shows the kernel as a device activity named
+// `name`. Construct it after allocating the outputs and before the loop. A
+// no-op for CPU tensors.
 class KernelScope {
  public:
-  KernelScope(c10::Device device, std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors) {
+  KernelScope(const char* name, c10::Device device,
+              std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors) {
     if (device.is_cpu()) {
       return;
-    }
-    const c10::impl::DeviceGuardImplInterface* guard = c10::impl::getDeviceGuardImpl(device.type());
-    const c10::Stream stream = guard->getStream(device);
-    if (!guard->queryStream(stream)) {
-      guard->synchronizeStream(stream);
     }
     const TorchplugKernelApi* api = detail::loaded_kernel_api();
     TORCH_CHECK(api != nullptr,
@@ -82,12 +79,18 @@ class KernelScope {
       }
     }
     char error[512] = {};
-    TORCH_CHECK(api->open_access(pointers.data(), pointers.size(), &scope_, error, sizeof error) == 0, error);
+    TORCH_CHECK(api->open_launch(name, static_cast<int>(device.type()), device.index(), pointers.data(),
+                                 pointers.size(), &scope_, error, sizeof error) == 0,
+                error);
   }
+
+  // Kernels of plugins built before kernels were named show as "vendor kernel".
+  KernelScope(c10::Device device, std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors)
+      : KernelScope("vendor kernel", device, tensors) {}
 
   ~KernelScope() {
     if (scope_ != nullptr) {
-      detail::loaded_kernel_api()->close_access(scope_);
+      detail::loaded_kernel_api()->close_launch(scope_);
     }
   }
 
