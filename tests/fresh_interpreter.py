@@ -43,23 +43,48 @@ class PluginDir:
         )
         (info / "entry_points.txt").write_text(groups)
 
-    def add_torchplug_backend(self, distribution: str, name: str, setup: str = "None") -> None:
+    def add_torchplug_backend(
+        self,
+        distribution: str,
+        name: str,
+        setup: str = "None",
+        *,
+        prepare: str = "None",
+        priority: int = 0,
+        dispatch_key: str = "privateuse1",
+        raise_on_import: str | None = None,
+    ) -> None:
+        """A plugin built on torchplug whose entry point is torchplug's guarded import.
+
+        ``setup``/``prepare`` name a callable of the plugin (``"_failing_setup"``
+        fails as a missing native library does); ``raise_on_import`` is an
+        exception expression the plugin's module raises before reaching torchplug.
+        """
+        prelude = f"raise {raise_on_import}" if raise_on_import else ""
+        entry_points = {"torch.backends": {distribution: f"torchplug.loader:plugin.{distribution}"}}
+        if dispatch_key == "privateuse1":
+            entry_points["torchplug.privateuse1"] = {name: distribution}
         self.add(
             distribution,
             f"""
+            {prelude}
             from torchplug import Backend
 
-            def _failing_setup(module):
+            def _failing_setup(*module):
                 raise OSError("libvendor_runtime.so.3: cannot open shared object file: No such file or directory")
 
-            backend = Backend(name={name!r}, distribution={distribution!r}, setup={setup})
+            backend = Backend(
+                name={name!r},
+                dispatch_key={dispatch_key!r},
+                distribution={distribution!r},
+                setup={setup},
+                prepare={prepare},
+                priority={priority},
+            )
             _autoload = backend.autoload
             _autoload()
             """,
-            {
-                "torch.backends": {distribution: f"{distribution}:_autoload"},
-                "torchplug.privateuse1": {name: distribution},
-            },
+            entry_points,
         )
 
 

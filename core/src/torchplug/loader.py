@@ -248,7 +248,9 @@ def _privateuse1_candidates(config: settings.Settings) -> list[BackendStatus]:
         _arbitrating = True
         try:
             for entry_point in metadata.entry_points(group=PRIVATEUSE1_GROUP):
-                if entry_point.name not in _statuses and not config.disables(
+                held = _statuses.get(entry_point.name)
+                undeclared = held is None or held.state is BackendState.DISABLED
+                if undeclared and not config.disables(
                     entry_point.name, _distribution_name(entry_point)
                 ):
                     import_plugin(entry_point.value, device=entry_point.name)
@@ -335,6 +337,15 @@ def import_plugin(module: str, device: str | None = None) -> None:
 
 def _record_import_failure(module: str, device: str | None, error: Exception) -> None:
     distribution = _distribution_of_module(module)
+    if device is None:
+        device = next(
+            (
+                ep.name
+                for ep in metadata.entry_points(group=PRIVATEUSE1_GROUP)
+                if ep.value == module
+            ),
+            None,
+        )
     reason = f"importing {module} raised {type(error).__name__}: {error}"
     with _lock:
         if (distribution or module) in _import_failures:
