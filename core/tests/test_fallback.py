@@ -251,3 +251,14 @@ def test_histc_counts_integral_tensors_like_cuda(device: str, dtype: torch.dtype
         assert counted.dtype == dtype
         expected = torch.histc(values.double(), bins=4, min=low, max=high)
         torch.testing.assert_close(counted.cpu(), expected.to(dtype))
+
+
+def test_zero_tensors_stay_zero_tensors(device: str) -> None:
+    """Autograd's memoryless zeros (e.g. sgn's gradient) keep their ZeroTensor key."""
+    zeros = torch._efficientzerotensor(3, device=device)
+    assert zeros._is_zerotensor()
+    assert zeros.device.type == device
+    torch.testing.assert_close(zeros.cpu(), torch.zeros(3))
+    x = torch.randn(4, device=device, requires_grad=True)
+    torch.sgn(x).sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), torch.zeros(4))

@@ -154,3 +154,22 @@ def test_sparse_errors_match_the_cpu(device: str) -> None:
 
 def test_npu_in_its_own_process() -> None:
     rerun_as_owner(__file__, "npu")
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("device", with_backward(COMPRESSED_DEVICES))
+def test_sparse_mm_reductions_backward_like_the_cpu(device: str, reduce: str) -> None:
+    """The CPU kernel saves what amax/amin's backward needs only when an input
+    requires grad: the host aliases must say so (this crashed the process)."""
+
+    def run(where: str) -> tuple[torch.Tensor, ...]:
+        generator = torch.Generator().manual_seed(0)
+        sparse = torch.randn(5, 5, generator=generator).relu().to_sparse_csr().to(where)
+        sparse.requires_grad_()
+        dense = torch.randn(5, 3, generator=generator).to(where).requires_grad_()
+        result = torch.sparse.mm(sparse, dense, reduce)
+        result.sum().backward()
+        return result.cpu(), dense.grad.cpu(), sparse.grad.to_dense().cpu()
+
+    for on_device, on_cpu in zip(run(device), run("cpu"), strict=True):
+        torch.testing.assert_close(on_device, on_cpu)

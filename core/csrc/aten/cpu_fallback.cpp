@@ -53,6 +53,16 @@ void note_device(CallState& state, const at::Tensor& tensor, const c10::Argument
   }
 }
 
+// A few CPU kernels read autograd state (sparse.mm with a reduction saves
+// what its backward needs only when an input requires grad), so the alias
+// says what its device tensor says.
+at::Tensor mirror_requires_grad(const at::Tensor& original, at::Tensor alias) {
+  if (original.requires_grad()) {
+    alias.unsafeGetTensorImpl()->set_requires_grad(true);
+  }
+  return alias;
+}
+
 at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argument& argument) {
   if (!tensor.defined()) {
     return tensor;
@@ -73,11 +83,11 @@ at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argume
       return part_alias;
     });
     state.aliased.push_back({tensor, alias, nullptr, is_mutable});
-    return alias;
+    return mirror_requires_grad(tensor, alias);
   }
   at::Tensor alias = host_alias(tensor);
   state.aliased.push_back({tensor, alias, alias.storage().unsafeGetStorageImpl(), is_mutable});
-  return alias;
+  return mirror_requires_grad(tensor, alias);
 }
 
 c10::IValue convert_argument(CallState& state, const c10::Argument& argument, c10::IValue value) {

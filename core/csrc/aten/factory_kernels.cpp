@@ -20,6 +20,24 @@ c10::Device target_device(std::optional<c10::Device> device) {
   return c10::Device(device->type(), checked_device_index(device->type(), device->index()));
 }
 
+// The zero tensor autograd hands out for gradients known to be zero (e.g.
+// sgn's): no memory, and the ZeroTensor key whose kernels never read it, as
+// the CPU's and CUDA's. Through the CPU fallback it would lose the key and
+// keep the null data pointer.
+at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
+                                 std::optional<bool> /*pin_memory*/) {
+  const c10::Device dev = target_device(device);
+  const caffe2::TypeMeta type = c10::scalarTypeToTypeMeta(c10::dtype_or_default(dtype));
+  c10::Storage nothing(c10::Storage::use_byte_size_t(),
+                       at::detail::computeStorageNbytesContiguous(size, type.itemsize()), c10::DataPtr(nullptr, dev),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  auto zeros = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(nothing), device_key_set(dev.type()) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor), type);
+  zeros.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  return zeros;
+}
+
 void check_layout(std::optional<c10::Layout> layout) {
   TORCH_CHECK(!layout.has_value() || *layout == c10::kStrided,
               "Simulated devices support strided tensors only, got layout ", *layout, ".");
@@ -120,6 +138,7 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 void register_factory_kernels(torch::Library& library) {
   library.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   library.impl("empty_strided", TORCH_FN(empty_strided));
+  library.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
   library.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   library.impl("view", TORCH_FN(at::native::view));
   library.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
