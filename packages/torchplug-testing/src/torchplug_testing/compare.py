@@ -34,6 +34,20 @@ def to_cpu(value: Any) -> Any:
     return value
 
 
+def as_leaves(value: Any) -> Any:
+    """``value`` with every tensor replaced by an alias of it that is an autograd
+    leaf (and requires grad if the tensor did)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().requires_grad_(value.requires_grad)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(as_leaves(item) for item in value))
+    if isinstance(value, list | tuple):
+        return type(value)(as_leaves(item) for item in value)
+    if isinstance(value, dict):
+        return {key: as_leaves(item) for key, item in value.items()}
+    return value
+
+
 def _transfer(value: Any, target: torch.device, source_type: str) -> Any:
     if isinstance(value, torch.Tensor):
         return _copy_tensor(value, target)

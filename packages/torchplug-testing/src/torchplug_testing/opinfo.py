@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchplug_testing.compare import assert_matches_cpu, tensors_of, to_cpu_reference
+from torchplug_testing.compare import as_leaves, assert_matches_cpu, tensors_of, to_cpu_reference
 
 log = logging.getLogger(__name__)
 
@@ -185,22 +185,32 @@ def arguments_of(sample: Any) -> tuple[Any, tuple, dict]:
     return sample.input, tuple(sample.args), dict(sample.kwargs)
 
 
+def involves_device(device: str, arguments: tuple) -> bool:
+    """Whether a sample puts anything on the device: a tensor, or a ``device=`` argument.
+
+    Factory samples without either (``arange(2)``) run on the CPU wherever
+    they come from, so they say nothing about the device.
+    """
+    return any(t.device.type == device for t in tensors_of(arguments)) or _names(arguments, device)
+
+
 def check_on_device(device: str, arguments: tuple, actual: Any) -> None:
     """Results stay on the device, unless the sample itself asks for the CPU (``x.to("cpu")``)."""
-    if _names_cpu(arguments):
+    if _names(arguments, "cpu"):
         return
     for produced in tensors_of(actual):
         if produced.device.type != device:
             raise AssertionError(f"result on {produced.device}, expected on {device}")
 
 
-def _names_cpu(value: Any) -> bool:
+def _names(value: Any, device_type: str) -> bool:
+    """Whether a device argument somewhere in ``value`` names ``device_type``."""
     if isinstance(value, torch.device | str):
-        return str(value).split(":")[0] == "cpu"
+        return str(value).split(":")[0] == device_type
     if isinstance(value, list | tuple):
-        return any(_names_cpu(item) for item in value)
+        return any(_names(item, device_type) for item in value)
     if isinstance(value, dict):
-        return any(_names_cpu(item) for item in value.values())
+        return any(_names(item, device_type) for item in value.values())
     return False
 
 
@@ -305,6 +315,14 @@ def sample_outcomes(
             else call
         )
         arguments = arguments_of(sample)
+        if not involves_device(device, arguments):
+            yield SampleOutcome(index, applicable=False)
+            continue
+        if requires_grad:
+            # Leaves, as the CPU copies are: a sample's views of one leaf (a
+            # window sliced from a larger one) would otherwise get no gradient
+            # on the device and one on the CPU.
+            arguments = as_leaves(arguments)
         reference = to_cpu_reference(arguments, device)
         try:
             expected = evaluate(op, reference)
