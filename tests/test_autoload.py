@@ -301,3 +301,24 @@ def test_version_mismatch_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
         loader.BackendLoadError, match=r"built for torch 1\.0\.0 but torch .* is running"
     ):
         loader.check_torch_version()
+
+
+def test_guarded_entry_point_imports_dotted_plugin_modules(plugin_dir: PluginDir) -> None:
+    plugin_dir.add("vendor", "", {})
+    (plugin_dir.root / "vendor" / "device.py").write_text("print('vendor.device imported')\n")
+    out = ok(
+        run_python(
+            """
+from importlib.metadata import EntryPoint
+entry = EntryPoint("vendor", "torchplug.loader:plugin.vendor.device", "torch.backends").load()
+print(repr(entry))
+entry()
+""",
+            plugins=plugin_dir,
+            TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        )
+    )
+    assert out.splitlines() == [
+        "<torchplug entry point importing vendor.device>",
+        "vendor.device imported",
+    ]

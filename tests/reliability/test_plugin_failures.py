@@ -8,12 +8,15 @@ still work afterwards.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 from fresh_interpreter import PluginDir, run_python
 
 CASE_TIMEOUT = 150
+# Two periods that are not part of an ellipsis ("torch.load(..., map_location=...)").
+DOUBLED_PERIOD = re.compile(r"(?<!\.)\.\.(?!\.)")
 
 # Appended to a case: the devices that must keep working, one line each.
 OTHER_DEVICES_WORK = """
@@ -76,6 +79,9 @@ def test_plugin_failing_before_it_takes_privateuse1_leaves_it_to_a_working_one(
     assert "torch.aaa is unavailable" in attribute
     assert "libvendor_runtime.so.3" in attribute
     assert result.stderr.count("torchplug backend 'aaa' failed to load") == 1
+    strict = run_python("import torch", plugins=plugin_dir, TORCHPLUG_STRICT="1", timeout=150)
+    assert strict.returncode != 0
+    assert "torchplug backend 'aaa' failed to load (TORCHPLUG_STRICT=1)" in strict.stderr
 
 
 def test_plugin_raising_at_import_leaves_import_torch_working(plugin_dir: PluginDir) -> None:
@@ -277,5 +283,27 @@ except RuntimeError as error:
     )
     message = line(result, "init:")
     assert "Cannot read 'lots' as a size" in message
-    assert ".." not in message
+    assert not DOUBLED_PERIOD.search(message), message
     assert message.endswith("Run `torchplug doctor` for details.")
+
+
+def test_checkpoint_of_an_inactive_device_has_single_periods(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "npu.pt"
+    run_case(
+        f"import torch\ntorch.save(torch.ones(2, device='npu'), {str(checkpoint)!r})",
+        devices=("npu",),
+        TORCHPLUG_PRIVATEUSE1="npu",
+    )
+    result = run_case(
+        f"""
+import torch
+try:
+    torch.load({str(checkpoint)!r})
+except RuntimeError as error:
+    print("load:", error)
+""",
+        devices=("foo", "hpu"),
+    )
+    message = line(result, "load:")
+    assert "PrivateUse1 belongs to 'foo'" in message
+    assert not DOUBLED_PERIOD.search(message), message

@@ -63,12 +63,6 @@ class Backend:
 
         return loader.activate(self)
 
-    def status(self) -> BackendStatus | None:
-        """This backend's outcome in this process, or None if it was never activated."""
-        from torchplug import loader
-
-        return loader.status_of(self)
-
 
 class BackendState(enum.StrEnum):
     ACTIVE = "active"

@@ -56,15 +56,6 @@ def statuses() -> dict[str, BackendStatus]:
         return dict(_statuses)
 
 
-def status_of(backend: Backend) -> BackendStatus | None:
-    """``backend``'s own outcome, even when another distribution holds its device name."""
-    with _lock:
-        status = _statuses.get(backend.name)
-        if status is not None and status.backend == backend:
-            return status
-        return next((s for s in _shadowed if s.backend == backend), None)
-
-
 def shadowed() -> list[BackendStatus]:
     """Backends that lost their device name to another distribution providing it."""
     with _lock:
@@ -107,17 +98,24 @@ def activate(backend: Backend) -> BackendStatus:
 
     # Even a disabled or losing backend's device may be named by a checkpoint.
     serialization.install()
-    _explain_missing_device_modules(torch)
     with _lock:
+        _explain_missing_device_modules(torch)
         if status.state is BackendState.PENDING and not _arbitrating:
             _settle(status)
         if backend.dispatch_key == "hpu" and status.state is BackendState.DISABLED:
             _stand_in_hpu_module(torch, status)
     if status.state is BackendState.FAILED and settings.current().strict:
-        raise BackendLoadError(
-            f"torchplug backend '{backend.name}' failed to load ({settings.STRICT}=1): {status.reason}"
-        ) from status.error
+        raise _strict_error(status)
     return status
+
+
+def _strict_error(status: BackendStatus) -> BackendLoadError:
+    error = BackendLoadError(
+        f"torchplug backend '{status.backend.name}' failed to load ({settings.STRICT}=1): "
+        f"{status.reason}"
+    )
+    error.__cause__ = status.error
+    return error
 
 
 def _declare(backend: Backend) -> BackendStatus:
@@ -237,6 +235,11 @@ def _settle_privateuse1(status: BackendStatus) -> None:
     for candidate in ranked:
         if candidate.state is BackendState.PENDING and holder is not None:
             _lose(candidate, holder, _why_first(holder, candidate, ranked, config))
+    # A candidate that failed here was tried on behalf of another backend's
+    # activation, so its own activation never reports it.
+    failed = next((c for c in ranked if c.state is BackendState.FAILED), None)
+    if failed is not None and config.strict:
+        raise _strict_error(failed)
 
 
 def _privateuse1_candidates(config: settings.Settings) -> list[BackendStatus]:
@@ -294,7 +297,10 @@ def _why_first(
     if config.privateuse1 == winner.name:
         return f"{settings.PRIVATEUSE1}={winner.name}"
     if winner.priority != loser.backend.priority:
-        return f"its priority {winner.priority} is higher than '{loser.backend.name}''s {loser.backend.priority}"
+        return (
+            f"its priority {winner.priority} is higher than {loser.backend.priority}, "
+            f"the priority of '{loser.backend.name}'"
+        )
     failed = [c.backend.name for c in ranked if c.state is BackendState.FAILED and c is not holder]
     order = ", ".join(c.backend.name for c in ranked)
     note = f"; {', '.join(repr(n) for n in failed)} failed to load" if failed else ""

@@ -66,10 +66,8 @@ def _why_missing(device_type: str) -> str | None:
     status = loader.statuses().get(device_type)
     if status is not None and not status.active:
         package = status.backend.distribution or f"the '{device_type}' backend"
-        return (
-            f"the '{device_type}' device of {package} is not active in this process: "
-            f"{status.reason}."
-        )
+        reason = status.reason.rstrip(". ") or f"it is {status.state.value}"
+        return f"the '{device_type}' device of {package} is not active in this process: {reason}."
     installed = _installed_privateuse1_distribution(device_type)
     if installed is not None:
         return (

@@ -38,19 +38,18 @@ backend = Backend(
 # The torch.backends entry point of old installs; importing torch_vnpu
 # explicitly does the same as autoloading it.
 _autoload = backend.autoload
-_autoload()
+_status = _autoload()
 
 
 def _operator(name: str) -> Callable[..., Any]:
     from torch_vnpu import _ops
 
-    status = backend.status()
-    if status is not None and status.state is BackendState.SHADOWED:
+    if _status.state is BackendState.SHADOWED:
         # Another distribution's npu holds the name: its status is not ours.
         from torchplug.loader import explain
 
         raise _ops.OperatorsUnavailableError(
-            f"torch_vnpu's operators are registered when its npu backend is active. {explain(status)}"
+            f"torch_vnpu's operators are registered when its npu backend is active. {explain(_status)}"
         )
     return _ops.operator(name)
 
