@@ -84,7 +84,7 @@ def matrix(reports: list[dict]) -> str:
 def rate(figures: dict | None) -> str:
     if not figures or not figures["samples"]:
         return "-"
-    return f"{100 * figures['pass_rate']:.1f}% ({figures['samples_passed']}/{figures['samples']})"
+    return f"{100 * figures['pass_rate']:.2f}% ({figures['samples_passed']}/{figures['samples']})"
 
 
 def opinfo_table(reports: list[dict]) -> str:
