@@ -39,6 +39,17 @@ def test_test_and_op_entries_match_suite_ids() -> None:
     assert parsed.find("opinfo_forward::test_forward[fftXhfft-float32]") is None
 
 
+def test_full_only_entries_apply_to_full_runs_only() -> None:
+    parsed = expectations.parse(
+        '[[expected_failure]]\nop = "addmm"\nfull_only = true\nreason = "a later sample"\n',
+        "inline",
+    )
+    test_id = "opinfo_forward::test_forward[addmm-float16]"
+    assert parsed.find(test_id, full=True).reason == "a later sample"
+    assert parsed.find(test_id, full=False) is None
+    assert parsed.applicable(full=False) == []
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -47,6 +58,7 @@ def test_test_and_op_entries_match_suite_ids() -> None:
         ('[[expected_failure]]\nop = "add"\nmode = "sideways"\nreason = "x"\n', "not one of"),
         ('[[expected_failure]]\ntest = "a"\nwhy = "x"\nreason = "x"\n', "unknown key(s) why"),
         ('[[expected_failure]]\ntest = "a"\ndtype = "float32"\nreason = "x"\n', "go with 'op'"),
+        ('[[expected_failure]]\nop = "add"\nfull_only = "yes"\nreason = "x"\n', "true or false"),
         ('[[xfail]]\ntest = "a"\n', "unknown top-level key(s) xfail"),
         ("[[expected_failure]\n", "not valid TOML"),
     ],

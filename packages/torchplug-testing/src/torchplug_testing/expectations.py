@@ -11,6 +11,7 @@ suite test (or an OpInfo operator) and says why it fails::
     op = "linalg.eigh"          # OpInfo sweep: operator name (with variant: "max.reduction_with_dim")
     mode = "backward"           # optional: forward | backward (default: both)
     dtype = "float32"           # optional (default: every dtype swept)
+    full_only = true            # optional: fails only on samples that only --full takes
     reason = "eigh backward is computed on the host with a different algorithm"
 
 A matching test runs as a non-strict expected failure: it may fail without
@@ -40,6 +41,8 @@ class ExpectationFileError(ValueError):
 class Expectation:
     pattern: str
     reason: str
+    # Applies to --full runs only: the sampled run's samples pass.
+    full_only: bool = False
 
     def __post_init__(self) -> None:
         parts = (re.escape(part) for part in self.pattern.split("*"))
@@ -54,8 +57,12 @@ class Expectations:
     source: str | None
     entries: list[Expectation]
 
-    def find(self, test_id: str) -> Expectation | None:
-        return next((entry for entry in self.entries if entry.matches(test_id)), None)
+    def applicable(self, full: bool) -> list[Expectation]:
+        """The entries that apply to a run, sampled or ``--full``."""
+        return [entry for entry in self.entries if full or not entry.full_only]
+
+    def find(self, test_id: str, full: bool = False) -> Expectation | None:
+        return next((entry for entry in self.applicable(full) if entry.matches(test_id)), None)
 
 
 def opinfo_test_id(mode: str, op_id: str, dtype: str) -> str:
@@ -80,17 +87,19 @@ def parse(text: str, source: str) -> Expectations:
         reason = str(raw.get("reason", "")).strip()
         if not reason:
             raise ExpectationFileError(f'{where} has no reason; say why it fails (reason = "...").')
-        unknown = set(raw) - {"test", "op", "mode", "dtype", "reason"}
+        unknown = set(raw) - {"test", "op", "mode", "dtype", "full_only", "reason"}
         if unknown:
             raise ExpectationFileError(
                 f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
-                "use test, or op with optional mode and dtype, plus reason."
+                "use test, or op with optional mode, dtype and full_only, plus reason."
             )
         if ("test" in raw) == ("op" in raw):
             raise ExpectationFileError(f"{where} needs exactly one of 'test' or 'op'.")
         if "test" in raw:
-            if "mode" in raw or "dtype" in raw:
-                raise ExpectationFileError(f"{where}: 'mode' and 'dtype' go with 'op', not 'test'.")
+            if {"mode", "dtype", "full_only"} & set(raw):
+                raise ExpectationFileError(
+                    f"{where}: 'mode', 'dtype' and 'full_only' go with 'op', not 'test'."
+                )
             entries.append(Expectation(str(raw["test"]), reason))
             continue
         mode = raw.get("mode")
@@ -98,9 +107,14 @@ def parse(text: str, source: str) -> Expectations:
             raise ExpectationFileError(
                 f"{where}: mode {mode!r} is not one of {', '.join(OPINFO_MODES)}."
             )
+        full_only = raw.get("full_only", False)
+        if not isinstance(full_only, bool):
+            raise ExpectationFileError(f"{where}: full_only is true or false.")
         entries.append(
             Expectation(
-                opinfo_test_id(mode or "*", str(raw["op"]), str(raw.get("dtype", "*"))), reason
+                opinfo_test_id(mode or "*", str(raw["op"]), str(raw.get("dtype", "*"))),
+                reason,
+                full_only,
             )
         )
     return Expectations(source, entries)

@@ -23,6 +23,7 @@ class ConformanceSession:
         self.config = config
         self.device = device
         self.expected = expected
+        self.full = bool(config.getoption("full"))
         self.outcomes: dict[str, dict[str, Any]] = {}
         # mode -> "op-dtype" -> the sweep's figures (see suite/_sweep.py)
         self.samples: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -75,7 +76,7 @@ class ConformanceSession:
             if test_id is None:
                 continue
             item.user_properties.append(("conformance_id", test_id))
-            entry = self.expected.find(test_id)
+            entry = self.expected.find(test_id, self.full)
             if entry is not None:
                 item.user_properties.append(("expectation", entry.reason))
                 item.add_marker(pytest.mark.xfail(reason=entry.reason, strict=False))
@@ -92,7 +93,7 @@ class ConformanceSession:
         if outcome == "failed" and "conformance_id" not in properties:
             # Reported by the xdist controller for a worker that crashed (no
             # item-side properties): the expectation file decides here.
-            entry = self.expected.find(test_id)
+            entry = self.expected.find(test_id, self.full)
             if entry is not None:
                 outcome, reason = "expected_failure", entry.reason
         record = self.outcomes.setdefault(test_id, {"outcome": None, "reason": reason})
@@ -139,7 +140,7 @@ class ConformanceSession:
         selected = bool(self.config.option.keyword or self.config.option.markexpr)
         stale = [
             entry.pattern
-            for entry in self.expected.entries
+            for entry in self.expected.applicable(self.full)
             if not selected and not any(entry.matches(test_id) for test_id in seen)
         ]
         opinfo = {}
