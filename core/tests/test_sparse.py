@@ -162,14 +162,19 @@ def test_sparse_mm_reductions_backward_like_the_cpu(device: str, reduce: str) ->
     """The CPU kernel saves what amax/amin's backward needs only when an input
     requires grad: the host aliases must say so (this crashed the process)."""
 
-    def run(where: str) -> tuple[torch.Tensor, ...]:
+    def run(where: str, sparse_requires_grad: bool) -> list[torch.Tensor]:
         generator = torch.Generator().manual_seed(0)
         sparse = torch.randn(5, 5, generator=generator).relu().to_sparse_csr().to(where)
-        sparse.requires_grad_()
+        sparse.requires_grad_(sparse_requires_grad)
         dense = torch.randn(5, 3, generator=generator).to(where).requires_grad_()
         result = torch.sparse.mm(sparse, dense, reduce)
         result.sum().backward()
-        return result.cpu(), dense.grad.cpu(), sparse.grad.to_dense().cpu()
+        grads = [dense.grad.cpu()]
+        if sparse_requires_grad:
+            grads.append(sparse.grad.to_dense().cpu())
+        return [result.cpu(), *grads]
 
-    for on_device, on_cpu in zip(run(device), run("cpu"), strict=True):
-        torch.testing.assert_close(on_device, on_cpu)
+    for sparse_requires_grad in (True, False):
+        on_device, on_cpu = run(device, sparse_requires_grad), run("cpu", sparse_requires_grad)
+        for device_result, cpu_result in zip(on_device, on_cpu, strict=True):
+            torch.testing.assert_close(device_result, cpu_result)

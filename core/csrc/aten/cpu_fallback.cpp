@@ -29,6 +29,7 @@ struct CallState {
   bool has_generator_arg = false;
   int generator_slot = -1;
   bool host_tensor_seen = false;  // a non-scalar CPU tensor among the arguments
+  bool sparse_kernel = false;     // the call runs a SparseCPU or SparseCsrCPU kernel
 };
 
 bool is_index_argument(const c10::Argument& argument, const at::Tensor& tensor) {
@@ -53,11 +54,12 @@ void note_device(CallState& state, const at::Tensor& tensor, const c10::Argument
   }
 }
 
-// A few CPU kernels read autograd state (sparse.mm with a reduction saves
-// what its backward needs only when an input requires grad), so the alias
-// says what its device tensor says.
-at::Tensor mirror_requires_grad(const at::Tensor& original, at::Tensor alias) {
-  if (original.requires_grad()) {
+// A few sparse CPU kernels read autograd state (sparse.mm with a reduction
+// saves what its backward needs only when an input requires grad), so their
+// aliases say what the device tensors say. Dense calls skip it: marking an
+// alias allocates its autograd metadata, a cost on every training op.
+at::Tensor mirror_requires_grad(const CallState& state, const at::Tensor& original, at::Tensor alias) {
+  if (state.sparse_kernel && original.requires_grad()) {
     alias.unsafeGetTensorImpl()->set_requires_grad(true);
   }
   return alias;
@@ -83,11 +85,11 @@ at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argume
       return part_alias;
     });
     state.aliased.push_back({tensor, alias, nullptr, is_mutable});
-    return mirror_requires_grad(tensor, alias);
+    return mirror_requires_grad(state, tensor, alias);
   }
   at::Tensor alias = host_alias(tensor);
   state.aliased.push_back({tensor, alias, alias.storage().unsafeGetStorageImpl(), is_mutable});
-  return mirror_requires_grad(tensor, alias);
+  return mirror_requires_grad(state, tensor, alias);
 }
 
 c10::IValue convert_argument(CallState& state, const c10::Argument& argument, c10::IValue value) {
@@ -205,7 +207,8 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
   const auto& arguments = schema.arguments();
   const size_t num_arguments = arguments.size();
   const size_t first = stack->size() - num_arguments;
-  CallState state{op, std::nullopt, {}, false, -1, false};
+  const c10::DispatchKeySet cpu_keys = host_keys(keys);
+  CallState state{op, std::nullopt, {}, false, -1, false, cpu_keys != c10::DispatchKeySet(c10::DispatchKey::CPU)};
 
   for (size_t i = 0; i < num_arguments; ++i) {
     c10::IValue& slot = (*stack)[first + i];
@@ -235,7 +238,7 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
       }
     }
     const KernelLaunch launch(schema.name().c_str(), *state.device, accessed);
-    op.redispatchBoxed(host_keys(keys), stack);
+    op.redispatchBoxed(cpu_keys, stack);
     for (const Aliased& entry : state.aliased) {
       if (entry.mutable_arg) {
         sync_mutated(state, entry);
