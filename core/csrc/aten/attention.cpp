@@ -4,14 +4,7 @@
 // CPU's answer is right here, since the CPU's kernels run over device memory:
 // the flash kernel then reaches the device through the CPU fallback, and
 // results equal the CPU's bit for bit.
-
-// Calling a DispatchStub from outside libtorch links against the overload
-// that takes one pointer per CPU capability libtorch was built with; on
-// x86-64 that is AVX2 and AVX-512, declared only under these macros.
-#if defined(__x86_64__) || defined(_M_X64)
-#define HAVE_AVX2_CPU_DEFINITION
-#define HAVE_AVX512_CPU_DEFINITION
-#endif
+#include "aten/dispatch_stubs.h"
 
 #include "aten/attention.h"
 

@@ -7,13 +7,8 @@
 // Same-device binary arithmetic goes further and skips the aliases: it runs
 // the CPU vector loop over a TensorIterator built on the device tensors.
 
-// The loops are reached through ATen's DispatchStubs, whose inline calls pass
-// one pointer per CPU capability libtorch was built with; on x86-64 that is
-// AVX2 and AVX-512, declared only under these macros.
-#if defined(__x86_64__) || defined(_M_X64)
-#define HAVE_AVX2_CPU_DEFINITION
-#define HAVE_AVX512_CPU_DEFINITION
-#endif
+// The loops are reached through ATen's DispatchStubs.
+#include "aten/dispatch_stubs.h"
 
 #include <array>
 #include <tuple>

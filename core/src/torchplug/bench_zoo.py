@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchplug.bench import Figure, median_rounds
+from torchplug.bench import Figure, median_rounds, step_time_figure
 
 logger = logging.getLogger(__name__)
 
@@ -342,17 +342,5 @@ def bench_zoo(device: str, rounds: int, round_seconds: float = 0.15) -> list[Fig
                 error,
             )
             continue
-        ratio = times[device] / times["cpu"]
-        figures.append(
-            Figure(
-                f"{spec.name} training step (AdamW)",
-                "cpu",
-                times["cpu"] * 1e3,
-                times[device] * 1e3,
-                "ms",
-                ratio,
-                "<= 1.10x",
-                ratio <= 1.10,
-            )
-        )
+        figures.append(step_time_figure(f"{spec.name} training step (AdamW)", times, device))
     return figures
