@@ -29,9 +29,9 @@ namespace {
 // its output and calls the out= variant. These operators go to the CPU
 // fallback instead, which runs the CPU's own kernel over the device memory.
 struct OverriddenComposites {
-  std::vector<std::string> dense;       // CPU overrides
-  std::vector<std::string> coo;         // SparseCPU overrides
-  std::vector<std::string> compressed;  // SparseCsrCPU overrides
+  std::vector<c10::OperatorName> dense;       // CPU overrides
+  std::vector<c10::OperatorName> coo;         // SparseCPU overrides
+  std::vector<c10::OperatorName> compressed;  // SparseCsrCPU overrides
 };
 
 const OverriddenComposites& overridden_composites() {
@@ -48,18 +48,14 @@ const OverriddenComposites& overridden_composites() {
                                op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))) {
         continue;
       }
-      std::string qualified = name.name.substr(aten.size());
-      if (!name.overload_name.empty()) {
-        qualified += "." + name.overload_name;
-      }
       if (op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
-        result.dense.push_back(qualified);
+        result.dense.push_back(name);
       }
       if (op->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU)) {
-        result.coo.push_back(qualified);
+        result.coo.push_back(name);
       }
       if (op->hasKernelForDispatchKey(c10::DispatchKey::SparseCsrCPU)) {
-        result.compressed.push_back(qualified);
+        result.compressed.push_back(name);
       }
     }
     return result;
@@ -67,15 +63,18 @@ const OverriddenComposites& overridden_composites() {
   return found;
 }
 
-void route_to_fallback(torch::Library& library, c10::DispatchKey key, const std::vector<std::string>& names) {
+void route_to_fallback(torch::Library& library, c10::DispatchKey key, const std::vector<c10::OperatorName>& names) {
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
-  for (const std::string& qualified : names) {
-    const size_t dot = qualified.find('.');
-    const c10::OperatorName name("aten::" + qualified.substr(0, dot),
-                                 dot == std::string::npos ? "" : qualified.substr(dot + 1));
-    if (!dispatcher.findOp(name)->hasKernelForDispatchKey(key)) {  // a native sparse kernel of ours stays
-      library.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+  for (const c10::OperatorName& name : names) {
+    if (dispatcher.findOp(name)->hasKernelForDispatchKey(key)) {
+      continue;  // a device kernel of ours stays
     }
+    // The library's namespace is aten: register by the unqualified name.
+    std::string unqualified = name.name.substr(name.name.find("::") + 2);
+    if (!name.overload_name.empty()) {
+      unqualified += "." + name.overload_name;
+    }
+    library.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
   }
 }
 
