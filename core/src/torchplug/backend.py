@@ -64,7 +64,12 @@ class Backend:
         return loader.activate(self)
 
 
-class BackendState(enum.StrEnum):
+class BackendState(str, enum.Enum):
+    # enum.StrEnum's behaviour on Python 3.10 as well: a member prints and
+    # formats as its value.
+    __str__ = str.__str__
+    __format__ = str.__format__
+
     ACTIVE = "active"
     DISABLED = "disabled"
     LOST_PRIVATEUSE1 = "inactive"

@@ -1,22 +1,24 @@
 # CMake package for the native extensions of torchplug backends (and of the
 # core itself). In a plugin's CMakeLists.txt:
 #
-#   find_package(Python 3.11 REQUIRED COMPONENTS Interpreter Development.Module)
+#   find_package(Python 3.10 REQUIRED COMPONENTS Interpreter Development.Module)
 #   execute_process(COMMAND "${Python_EXECUTABLE}" -c "import torchplug; print(torchplug.get_cmake_dir())"
 #                   OUTPUT_VARIABLE torchplug_DIR OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
 #   find_package(torchplug CONFIG REQUIRED)
-#   torchplug_add_extension(_C csrc/ops.cpp csrc/module.cpp)
+#   torchplug_add_extension(_C PY_LIMITED_API csrc/ops.cpp csrc/module.cpp)
 #   install(TARGETS _C DESTINATION .)
 #   torchplug_install_build_info(.)
 #
-# Defines TORCH_SDK (the installed torch package), TORCH_BUILD_VERSION and
-# TORCHPLUG_INCLUDE_DIR (torchplug/kernel_scope.h).
+# Defines TORCH_SDK (the installed torch package), TORCH_BUILD_VERSION,
+# TORCHPLUG_VERSION (the core built against) and TORCHPLUG_INCLUDE_DIR
+# (torchplug/kernel_scope.h).
 
 if(NOT Python_EXECUTABLE)
   message(FATAL_ERROR "torchplug: call find_package(Python COMPONENTS Interpreter Development.Module) first.")
 endif()
 
 get_filename_component(TORCHPLUG_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)
+set(_torchplug_cmake_dir "${CMAKE_CURRENT_LIST_DIR}")
 
 # The torch wheel's CMake config insists on a CUDA toolkit, so the include and
 # library directories are taken straight from the installed package, located
@@ -38,11 +40,49 @@ execute_process(
   COMMAND_ERROR_IS_FATAL ANY)
 message(STATUS "Building against torch ${TORCH_BUILD_VERSION} at ${TORCH_PACKAGE_DIR}")
 
+# The core these headers belong to: the project being built when it is the
+# core itself, else the installed torchplug distribution (a plugin's build
+# requirement). Recorded by torchplug_install_build_info.
+if(PROJECT_NAME STREQUAL "torchplug")
+  set(TORCHPLUG_VERSION "${SKBUILD_PROJECT_VERSION}")
+else()
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -c "import importlib.metadata as m; print(m.version('torchplug'))"
+    OUTPUT_VARIABLE TORCHPLUG_VERSION
+    OUTPUT_STRIP_TRAILING_WHITESPACE
+    COMMAND_ERROR_IS_FATAL ANY)
+endif()
+file(STRINGS "${TORCHPLUG_INCLUDE_DIR}/torchplug/kernel_api.h" _torchplug_api_line
+     REGEX "^#define TORCHPLUG_KERNEL_API_VERSION [0-9]+")
+string(REGEX REPLACE ".* ([0-9]+)$" "\\1" TORCHPLUG_KERNEL_API_VERSION "${_torchplug_api_line}")
+
 # A Python extension module that compiles against torch's headers and loads
 # torch's libraries from the torch package installed beside it.
+#
+#   torchplug_add_extension(<target> [PY_LIMITED_API] <source>...)
+#
+# PY_LIMITED_API builds against Python's stable ABI (3.10 and later): one
+# module, `<target>.abi3.so`, for every CPython, which suits a module that
+# uses only Python's limited C API (no pybind11, no torch/csrc Python
+# headers); set `wheel.py-api = "cp310"` in [tool.scikit-build] to tag the
+# wheel cp310-abi3. Without it the module is built for the running CPython.
+# On x86-64 Linux the module keeps to the glibc and libstdc++ symbol versions
+# of torch's own wheels (manylinux_2_28, see manylinux_compat.h).
 function(torchplug_add_extension target)
-  Python_add_library(${target} MODULE WITH_SOABI ${ARGN})
-  target_compile_features(${target} PRIVATE cxx_std_17)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PY_LIMITED_API" "" "")
+  if(arg_PY_LIMITED_API)
+    Python_add_library(${target} MODULE ${arg_UNPARSED_ARGUMENTS})
+    target_compile_definitions(${target} PRIVATE Py_LIMITED_API=0x030A0000)
+    set_target_properties(${target} PROPERTIES SUFFIX ".abi3.so")
+  else()
+    Python_add_library(${target} MODULE WITH_SOABI ${arg_UNPARSED_ARGUMENTS})
+  endif()
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux" AND CMAKE_SYSTEM_PROCESSOR STREQUAL "x86_64")
+    target_sources(${target} PRIVATE "${_torchplug_cmake_dir}/manylinux_compat.cpp")
+    target_compile_options(${target} PRIVATE "SHELL:-include ${_torchplug_cmake_dir}/manylinux_compat.h")
+  endif()
+  # torch's headers need C++20.
+  target_compile_features(${target} PRIVATE cxx_std_20)
   target_include_directories(${target} SYSTEM PRIVATE "${TORCH_SDK}/include" "${TORCHPLUG_INCLUDE_DIR}")
   target_link_libraries(${target} PRIVATE "${TORCH_SDK}/lib/libc10.so" "${TORCH_SDK}/lib/libtorch_cpu.so")
   set_target_properties(${target} PROPERTIES
@@ -52,11 +92,16 @@ function(torchplug_add_extension target)
     BUILD_WITH_INSTALL_RPATH ON)
 endfunction()
 
-# Installs _build_info.py (TORCH_VERSION, the torch built against) into
-# `destination`, so the package can refuse to load into another torch.
+# Installs _build_info.py into `destination`: TORCH_VERSION (the torch built
+# against), TORCHPLUG_VERSION and KERNEL_API_VERSION (the core's), so that
+# the package can refuse to load into another torch or an older core with a
+# message that names both versions (torchplug.loader.check_build).
 function(torchplug_install_build_info destination)
   set(build_info "${CMAKE_BINARY_DIR}/_build_info.py")
   file(WRITE "${build_info}"
-    "\"\"\"Facts about this native build (generated by CMake).\"\"\"\n\nTORCH_VERSION = \"${TORCH_BUILD_VERSION}\"\n")
+    "\"\"\"Facts about this native build (generated by CMake).\"\"\"\n\n"
+    "TORCH_VERSION = \"${TORCH_BUILD_VERSION}\"\n"
+    "TORCHPLUG_VERSION = \"${TORCHPLUG_VERSION}\"\n"
+    "KERNEL_API_VERSION = ${TORCHPLUG_KERNEL_API_VERSION}\n")
   install(FILES "${build_info}" DESTINATION "${destination}")
 endfunction()

@@ -34,7 +34,7 @@ def load() -> None:
             return
         from torch_vnpu import _build_info
 
-        loader.check_torch_version("torch_vnpu", _build_info.TORCH_VERSION)
+        loader.check_build("torch_vnpu", _build_info)
         importlib.import_module("torch_vnpu._C")  # its static initializers define torch.ops.npu.*
         _register_fake_kernels()
         _register_autograd()
