@@ -1,0 +1,108 @@
+"""``torchplug new NAME``: a new out-of-tree backend project, ready to build, test and ship.
+
+The project (templates/ here) holds a Backend declaration on PrivateUse1, one
+C++ operator built with torchplug's CMake package, the known conformance
+failures every torchplug device shares, tests and a README. It requires the
+torch minor release and the torchplug release line running ``torchplug new``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import keyword
+import logging
+import sys
+from collections.abc import Iterator
+from importlib import metadata, resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+log = logging.getLogger("torchplug")
+
+TEMPLATE_SUFFIX = ".tmpl"
+# Files whose template name differs from the name in the project.
+RENAMED = {"gitignore": ".gitignore"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """The ``torchplug.commands`` entry point: adds ``torchplug new``."""
+    parser = subparsers.add_parser(
+        "new", help="scaffold a backend plugin project (torch_NAME, device NAME)"
+    )
+    parser.add_argument("name", help="the device name, a lower-case identifier (e.g. bar)")
+    parser.add_argument(
+        "--directory",
+        type=Path,
+        help="where to create the project (default: ./torch_NAME); must not exist",
+    )
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        target = create(args.name, args.directory)
+    except ValueError as error:
+        sys.stderr.write(f"torchplug new: {error}\n")
+        return 2
+    sys.stdout.write(
+        f"Created {target}. Next: cd {target} && uv venv && uv pip install -e . --group test "
+        f"&& uv run pytest && uv run torchplug check {args.name}\n"
+    )
+    return 0
+
+
+def create(name: str, directory: Path | None = None) -> Path:
+    """Writes the project for device ``name`` into ``directory`` (default
+    ``./torch_<name>``) and returns that directory."""
+    if not name.isidentifier() or name != name.lower() or keyword.iskeyword(name):
+        raise ValueError(f"{name!r} is not a device name: use a lower-case Python identifier.")
+    package = f"torch_{name}"
+    target = (directory or Path(package)).resolve()
+    if target.exists():
+        raise ValueError(f"{target} already exists.")
+    values = {"__NAME__": name, "__PACKAGE__": package, **requirements()}
+    templates = resources.files(__package__) / "templates"
+    for relative, text in _walk(templates, ""):
+        path = target / _substitute(relative, values)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_substitute(text, values))
+    log.info("torchplug new: wrote %s", target)
+    return target
+
+
+def requirements() -> dict[str, str]:
+    """The version ranges the new project builds and runs with: the running
+    torch's minor release and the running torchplug's release line."""
+    torch_version = metadata.version("torch").split("+")[0]
+    major, minor = (int(part) for part in torch_version.split(".")[:2])
+    core = metadata.version("torchplug")
+    core_major, core_minor = (int(part) for part in core.split(".")[:2])
+    core_next = f"{core_major}.{core_minor + 1}" if core_major == 0 else f"{core_major + 1}.0"
+    return {
+        "__TORCH_SPEC__": f"torch>={major}.{minor}.0,<{major}.{minor + 1}",
+        "__TORCHPLUG_SPEC__": f"torchplug>={core},<{core_next}",
+        "__TESTING_SPEC__": f"torchplug-testing>={core},<{core_next}",
+    }
+
+
+def _walk(folder: Traversable, prefix: str) -> Iterator[tuple[str, str]]:
+    """(path in the project, template text) of every template under ``folder``."""
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        relative = f"{prefix}{entry.name}"
+        if entry.is_dir():
+            if entry.name != "__pycache__":
+                yield from _walk(entry, f"{relative}/")
+        elif entry.name.endswith(TEMPLATE_SUFFIX):
+            stem = relative[: -len(TEMPLATE_SUFFIX)]
+            head, _, base = stem.rpartition("/")
+            stem = f"{head}/{RENAMED.get(base, base)}" if head else RENAMED.get(base, base)
+            yield stem, entry.read_text()
+
+
+def _substitute(text: str, values: dict[str, str]) -> str:
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
