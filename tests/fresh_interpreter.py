@@ -7,12 +7,15 @@ whichever test directory was collected last.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-import sys
-import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
+
+from torchplug_testing import child
+from torchplug_testing.child import child_environment
 
 
 class PluginDir:
@@ -91,24 +94,29 @@ class PluginDir:
 def run_python(
     code: str, *, plugins: PluginDir | None = None, timeout: float = 180, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    environment = dict(os.environ)
-    for name in list(environment):
-        if name.startswith(("TORCHPLUG_", "TORCH_DEVICE_BACKEND_AUTOLOAD")):
-            del environment[name]
-    environment.update(env)
+    """``code`` in a fresh interpreter that sees none of this process's torchplug settings."""
+    environment = child_environment(drop=("TORCHPLUG_", "TORCH_DEVICE_BACKEND_AUTOLOAD"), **env)
     if plugins is not None:
         environment["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(plugins.root), environment.get("PYTHONPATH", "")) if p
         )
-    # A script file rather than -c, so spawned children can import __main__.
-    with tempfile.TemporaryDirectory() as scratch:
-        script = Path(scratch) / "scenario.py"
-        script.write_text(textwrap.dedent(code))
-        return subprocess.run(
-            [sys.executable, str(script)],
-            capture_output=True,
-            text=True,
-            env=environment,
-            timeout=timeout,
-            check=False,
-        )
+    return child.run_python(code, environment, timeout=timeout)
+
+
+def run_main(
+    module: str, arguments: str, report: Path, *, timeout: float, **env: str
+) -> tuple[dict[str, Any], str]:
+    """Runs ``module.main(ARGUMENTS, report)``, ``module`` one of tests/, in a fresh
+    interpreter; returns the JSON it wrote to ``report`` ({} if none) and its output."""
+    code = f"""
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import {module}
+
+        {module}.main({arguments}, Path({str(report)!r}))
+    """
+    result = run_python(code, timeout=timeout, **env)
+    output = f"(exit code {result.returncode})\n{result.stderr[-6000:]}"
+    return (json.loads(report.read_text()) if report.exists() else {}), output

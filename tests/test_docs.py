@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from torchplug_testing import child
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
@@ -44,15 +46,7 @@ def test_sphinx_build_has_no_warnings(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("where", "code"), examples(), ids=[where for where, _ in examples()])
 def test_python_example_runs(where: str, code: str, tmp_path: Path) -> None:
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env=env,
-        check=False,
-    )
+    # The venv's bin first: examples run the console scripts it installs.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    result = child.run_python(code, child.child_environment(PATH=path), timeout=300, cwd=tmp_path)
     assert result.returncode == 0, f"{where} failed:\n{result.stderr}"

@@ -1,8 +1,5 @@
 """Two PrivateUse1 backends in one environment: the loser's tests run in an owner child process."""
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +9,8 @@ import torch
 from fresh_interpreter import run_python
 from torchplug import loader
 from torchplug.backend import BackendState
+from torchplug_testing.child import PytestRun, child_environment
+from torchplug_testing.child import run_pytest as child_pytest
 
 
 def test_npu_loses_privateuse1_in_the_workspace_and_says_how_to_get_it() -> None:
@@ -41,7 +40,7 @@ def test_vendor_ops_of_an_inactive_backend_raise_the_reason() -> None:
 
 
 CONFTEST = """
-from torchplug.privateuse1_testing import run_in_owner_process
+from torchplug_testing.owner_process import run_in_owner_process
 
 pytest_collection_modifyitems = run_in_owner_process("npu", __file__)
 """
@@ -99,35 +98,17 @@ def test_dir(tmp_path: Path) -> Path:
     return directory
 
 
-def run_pytest(directory: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("TORCHPLUG_", "PYTEST_"))
-    }
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(directory),
-            "-p",
-            "no:cacheprovider",
-            "-rA",
-            *arguments,
-        ],
-        cwd=directory.parent,
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-        check=False,
+def run_pytest(directory: Path, *arguments: str, **env: str) -> PytestRun:
+    """pytest on ``directory`` (or the paths of ``arguments``) with a clean environment."""
+    environment = child_environment(drop=("TORCHPLUG_", "PYTEST_"), **env)
+    return child_pytest(
+        [str(directory), "-rA", *arguments], environment, cwd=directory.parent, timeout=600
     )
 
 
 def test_each_inner_test_reports_its_own_outcome(test_dir: Path) -> None:
     result = run_pytest(test_dir)
-    output = result.stdout + result.stderr
+    output = result.output
     assert result.returncode == 1, output
     assert "3 failed, 3 passed, 1 skipped, 1 xfailed" in output
     assert "PASSED npu_tests/test_outcomes.py::test_parametrized[3]" in output
@@ -146,29 +127,13 @@ def test_each_inner_test_reports_its_own_outcome(test_dir: Path) -> None:
 
 def test_selection_reaches_the_child(test_dir: Path) -> None:
     result = run_pytest(test_dir, "-k", "parametrized")
-    output = result.stdout + result.stderr
+    output = result.output
     assert result.returncode == 0, output
     assert "2 passed, 6 deselected" in output
 
 
 def test_owner_process_runs_the_tests_in_place(test_dir: Path) -> None:
-    environment = {"TORCHPLUG_PRIVATEUSE1": "npu"}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(test_dir / "test_outcomes.py"),
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=test_dir.parent,
-        capture_output=True,
-        text=True,
-        env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, **environment},
-        timeout=600,
-        check=False,
-    )
-    output = result.stdout + result.stderr
+    result = run_pytest(test_dir / "test_outcomes.py", TORCHPLUG_PRIVATEUSE1="npu")
+    output = result.output
     assert "1 failed, 3 passed, 1 skipped, 1 xfailed" in output
     assert "in a child process" not in output

@@ -9,14 +9,13 @@ On ``hpu`` the checks that need backward are a strict expected failure.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import zoo_peripherals
 
-from fresh_interpreter import run_python
+from fresh_interpreter import run_main
 from torchplug import loader
 from torchplug.backend import BackendState
 
@@ -45,19 +44,13 @@ class ChildOutcomes:
         return outcomes[name]
 
     def _run(self, device: str) -> tuple[dict[str, Any], str]:
-        report = self.scratch / f"peripherals-{device}.json"
-        code = f"""
-            import sys
-            from pathlib import Path
-
-            sys.path.insert(0, {str(Path(__file__).parent)!r})
-            import zoo_peripherals
-
-            zoo_peripherals.main({device!r}, {list(zoo_peripherals.CHECKS)!r}, Path({str(report)!r}))
-        """
-        result = run_python(code, timeout=CHILD_TIMEOUT_SECONDS, TORCHPLUG_PRIVATEUSE1=device)
-        output = f"(exit code {result.returncode})\n{result.stderr[-6000:]}"
-        return (json.loads(report.read_text()) if report.exists() else {}), output
+        return run_main(
+            "zoo_peripherals",
+            f"{device!r}, {list(zoo_peripherals.CHECKS)!r}",
+            self.scratch / f"peripherals-{device}.json",
+            timeout=CHILD_TIMEOUT_SECONDS,
+            TORCHPLUG_PRIVATEUSE1=device,
+        )
 
 
 @pytest.fixture(scope="module")

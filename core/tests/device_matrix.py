@@ -7,11 +7,11 @@ module runs in a child pytest with TORCHPLUG_PRIVATEUSE1=npu.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
+
+from torchplug_testing.child import child_environment, run_pytest
 
 TORCHPLUG_DEVICES = ("foo", "npu", "hpu")
 
@@ -45,29 +45,9 @@ def rerun_as_owner(test_file: str, owner: str, timeout: float = 600) -> None:
     """Runs `test_file`'s tests for `owner` in a child process that gives it PrivateUse1."""
     if owner in active_devices():
         pytest.skip(f"{owner} is active in this process; its tests ran here")
-    env = {**os.environ, "TORCHPLUG_PRIVATEUSE1": owner}
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            test_file,
-            "-q",
-            "-p",
-            "no:xdist",
-            "-p",
-            "no:cacheprovider",
-            "-k",
-            owner,
-            "-o",
-            "addopts=",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    environment = child_environment(TORCHPLUG_PRIVATEUSE1=owner)
+    arguments = [test_file, "-q", "-p", "no:xdist", "-k", owner, "-o", "addopts="]
+    completed = run_pytest(arguments, environment, cwd=os.getcwd(), timeout=timeout)
     report = completed.stdout[-4000:] + completed.stderr[-2000:]
-    assert completed.returncode == 0, report
+    assert completed.returncode == 0, f"({completed.status})\n{report}"
     assert " passed" in completed.stdout, report

@@ -51,6 +51,16 @@ def line(result: subprocess.CompletedProcess[str], prefix: str) -> str:
     return next(text for text in result.stdout.splitlines() if text.startswith(prefix))
 
 
+# A case's script: makes an hpu tensor, or prints why it cannot ("tensor: ...").
+HPU_TENSOR = """
+import torch
+try:
+    torch.ones(1, device="hpu")
+    print("tensor: no error")
+except RuntimeError as error:
+    print("tensor:", error)
+"""
+
 ATTRIBUTE_ERROR_OF = """
 try:
     torch.{name}
@@ -115,14 +125,7 @@ def test_hpu_plugin_raising_at_import_leaves_import_torch_working(plugin_dir: Pl
     (package / "__init__.py").write_text(Path(vhabana_frameworks.__file__).read_text())
     (package / "torch" / "__init__.py").write_text("raise OSError('libhl_thunk.so: missing')\n")
     result = run_case(
-        """
-import torch
-try:
-    torch.ones(1, device="hpu")
-    print("tensor: no error")
-except RuntimeError as error:
-    print("tensor:", error)
-""",
+        HPU_TENSOR,
         devices=("foo",),
         plugins=plugin_dir,
     )
@@ -212,15 +215,7 @@ def test_two_distributions_of_hpu_name_both(plugin_dir: PluginDir) -> None:
 def test_disabled_hpu_tensor_creation_names_the_setting() -> None:
     # Before: ModuleNotFoundError: No module named 'torch.hpu'.
     result = run_case(
-        """
-import torch
-try:
-    torch.ones(1, device="hpu")
-    print("tensor: no error")
-except RuntimeError as error:
-    print("tensor:", error)
-"""
-        + ATTRIBUTE_ERROR_OF.format(name="hpu"),
+        HPU_TENSOR + ATTRIBUTE_ERROR_OF.format(name="hpu"),
         devices=("foo",),
         TORCHPLUG_DISABLE="hpu",
     )

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from torchplug_testing.child import PytestRun, child_environment, isolated_config, run_pytest
+
 
 class SuiteRun:
-    def __init__(self, result: subprocess.CompletedProcess[str], report: dict[str, Any] | None):
+    def __init__(self, result: PytestRun, report: dict[str, Any] | None):
         self.result = result
         self.report = report
 
@@ -30,33 +31,23 @@ def run_suite(tmp_path: Path):
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> SuiteRun:
         report = tmp_path / "report.json"
-        (tmp_path / "pytest.ini").write_text("[pytest]\n")
-        environment = {
-            k: v for k, v in os.environ.items() if not k.startswith(("TORCHPLUG_", "PYTEST_"))
-        }
-        environment.update(env or {})
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-c",
-                str(tmp_path / "pytest.ini"),
-                "--rootdir",
-                str(tmp_path),
-                "-p",
-                "no:cacheprovider",
-                "--conformance-report",
-                str(report),
-                *args,
-            ],
-            cwd=tmp_path,
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        environment = child_environment(drop=("TORCHPLUG_", "PYTEST_"), **(env or {}))
+        arguments = [*isolated_config(tmp_path), "--conformance-report", str(report), *args]
+        result = run_pytest(arguments, environment, cwd=tmp_path, timeout=timeout)
         return SuiteRun(result, json.loads(report.read_text()) if report.is_file() else None)
 
     return run
+
+
+@pytest.fixture
+def child_plugin(tmp_path: Path):
+    """Writes a pytest plugin module that a child run loads with ``-p NAME``; returns
+    the environment in which the child finds it."""
+
+    def write(name: str, source: str) -> dict[str, str]:
+        directory = tmp_path / "plugins"
+        directory.mkdir(exist_ok=True)
+        (directory / f"{name}.py").write_text(source)
+        return {"PYTHONPATH": os.pathsep.join([str(directory), *sys.path])}
+
+    return write

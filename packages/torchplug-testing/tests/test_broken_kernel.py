@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -35,10 +34,8 @@ ADD_TESTS = (
 
 
 @pytest.fixture
-def broken_add(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "broken_add.py").write_text(BROKEN_ADD)
-    return {"PYTHONPATH": os.pathsep.join([str(tmp_path / "plugins"), *sys.path])}
+def broken_add(child_plugin) -> dict[str, str]:
+    return child_plugin("broken_add", BROKEN_ADD)
 
 
 def test_suite_reports_the_wrong_add(run_suite, broken_add) -> None:

@@ -1,9 +1,6 @@
 """Kernels that kill or hang the process fail their own test; the run goes on and lists them."""
 
-import os
-import sys
 import textwrap
-from pathlib import Path
 
 from torchplug_testing.plugin import SUITE_DIR
 
@@ -43,10 +40,8 @@ SELECTION = [
 ] + [f"{SUITE_DIR / 'opinfo_backward.py'}::test_backward[exp-float32]"]
 
 
-def test_crashes_and_hangs_are_failures_of_their_tests(run_suite, tmp_path: Path) -> None:
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "crashing_kernels.py").write_text(CRASHING_KERNELS)
-    environment = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "plugins"), *sys.path])}
+def test_crashes_and_hangs_are_failures_of_their_tests(run_suite, child_plugin) -> None:
+    environment = child_plugin("crashing_kernels", CRASHING_KERNELS)
     run = run_suite(
         "--device",
         "foo",
@@ -101,14 +96,13 @@ def test_without_the_guard_operators_run_in_the_test_process(run_suite) -> None:
     assert (figures["operators"], figures["samples"], figures["crashes"]) == (1, 3, 0)
 
 
-def test_a_worker_that_cannot_start_fails_the_sweep_tests(run_suite, tmp_path: Path) -> None:
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "no_worker.py").write_text(
+def test_a_worker_that_cannot_start_fails_the_sweep_tests(run_suite, child_plugin) -> None:
+    environment = child_plugin(
+        "no_worker",
         "import sys\n"
         "if '--opinfo-worker' in sys.argv:\n"
-        "    raise SystemExit('this environment cannot start the worker')\n"
+        "    raise SystemExit('this environment cannot start the worker')\n",
     )
-    environment = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "plugins"), *sys.path])}
     run = run_suite(
         "--device",
         "foo",

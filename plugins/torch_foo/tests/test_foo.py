@@ -1,22 +1,14 @@
 """The tutorial backend, end to end, through `import torch` alone."""
 
-import os
 import subprocess
-import sys
-import textwrap
 
 import torch
 
+from torchplug_testing import child
+
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        timeout=120,
-        check=False,
-    )
+    return child.run_python(code, child.child_environment(**env), timeout=120)
 
 
 def test_readme_snippet_in_fresh_interpreter() -> None:

@@ -1,30 +1,20 @@
 """The npu device through `import torch` alone: torch.npu, generated methods, torch.accelerator."""
 
-import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import torch
 
+from torchplug_testing import child
+
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``code`` in a fresh interpreter where npu owns PrivateUse1 (plus ``env``)."""
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("TORCHPLUG_", "TORCH_DEVICE_BACKEND_AUTOLOAD"))
-    }
-    environment.update({"TORCHPLUG_PRIVATEUSE1": "npu", **env})
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=180,
-        check=False,
+    environment = child.child_environment(
+        drop=("TORCHPLUG_", "TORCH_DEVICE_BACKEND_AUTOLOAD"), TORCHPLUG_PRIVATEUSE1="npu", **env
     )
+    return child.run_python(code, environment, timeout=180)
 
 
 def test_device_module_answers(npu: str) -> None:

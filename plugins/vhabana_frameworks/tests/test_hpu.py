@@ -1,27 +1,18 @@
 """The Habana-like backend on the in-tree HPU key, through `import torch` alone."""
 
 import io
-import os
 import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 import torch
 
+from torchplug_testing import child
+
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPLUG_")}
-    environment.update(env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=300,
-        check=False,
-    )
+    environment = child.child_environment(drop=("TORCHPLUG_",), **env)
+    return child.run_python(code, environment, timeout=300)
 
 
 def test_seed_example_resnet50_matches_cpu() -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from torchplug_testing.child import child_environment, isolated_config, run_pytest
 
 log = logging.getLogger(__name__)
 
@@ -50,53 +51,25 @@ def run_suite(
     workers = workers or max(1, min(2, os.cpu_count() or 1))
     with tempfile.TemporaryDirectory(prefix="torchplug-check-") as scratch:
         directory = Path(scratch)
-        (directory / "pytest.ini").write_text("[pytest]\n")
         report_path = directory / "report.json"
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-c",
-            str(directory / "pytest.ini"),
-            "--rootdir",
-            str(directory),
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--tb=line",
-            "-n",
-            str(workers),
-            "--max-worker-restart",
-            "1000",
-            "--device",
-            device,
-            "--conformance-report",
-            str(report_path),
-        ]
+        arguments = [*isolated_config(directory), "-q", "--tb=line", "-n", str(workers)]
+        arguments += ["--max-worker-restart", "1000", "--device", device]
+        arguments += ["--conformance-report", str(report_path)]
         if full:
-            command.append("--full")
+            arguments.append("--full")
         if expectations:
-            command += ["--expectations", str(Path(expectations).resolve())]
-        command += list(pytest_args)
-        environment = {**os.environ, **(extra_env or {})}
-        log.info("running %s", " ".join(command))
-        try:
-            finished = subprocess.run(
-                command,
-                cwd=directory,
-                env=environment,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as error:
+            arguments += ["--expectations", str(Path(expectations).resolve())]
+        arguments += list(pytest_args)
+        environment = child_environment(**(extra_env or {}))
+        log.info("running pytest %s", " ".join(arguments))
+        finished = run_pytest(arguments, environment, cwd=directory, timeout=timeout)
+        if finished.returncode is None:
             raise CheckError(
                 f"the conformance run for '{device}' did not finish within {timeout:.0f} s; "
                 "rerun with a larger --timeout, or narrow it with pytest arguments after --"
-            ) from error
+            )
         if not report_path.is_file():
-            tail = "\n".join((finished.stdout + finished.stderr).strip().splitlines()[-25:])
+            tail = "\n".join(finished.output.strip().splitlines()[-25:])
             raise CheckError(
                 f"the conformance run for '{device}' produced no report "
                 f"(pytest exit {finished.returncode}):\n{tail}"

@@ -1,4 +1,8 @@
-"""Fixtures of the suite: the device under test and its device module."""
+"""Fixtures of the suite: the device under test and its device module.
+
+A backend's own tests use them too: its ``conftest.py`` imports the fixtures
+it wants from here and defines ``device`` (e.g. with ``require_device``).
+"""
 
 from __future__ import annotations
 
@@ -44,8 +48,27 @@ def second_device(device: str, device_module: ModuleType) -> torch.device:
 
 
 @pytest.fixture(autouse=True)
-def _drain_device(device: str, device_module: ModuleType) -> Iterator[None]:
-    """No test leaves queued work behind for the next one."""
+def _drain_device(device: str) -> Iterator[None]:
+    """No test leaves queued work behind for the next one.
+
+    Takes ``device`` alone, so that it drains the device of a test parametrized
+    over devices as well as the session's.
+    """
     yield
-    for index in range(device_module.device_count()):
-        device_module.synchronize(index)
+    synchronize(device)
+
+
+def synchronize(device: str) -> None:
+    """Waits for the work queued on every device of the type ``device``, if it is available."""
+    module = torch.get_device_module(device)
+    if module.is_available():
+        for index in range(module.device_count()):
+            module.synchronize(index)
+
+
+def require_device(device: str, why_not: str) -> str:
+    """``device`` if its backend is available in this process; fails the test with
+    ``why_not`` otherwise."""
+    if not hasattr(torch, device) or not torch.get_device_module(device).is_available():
+        pytest.fail(why_not)
+    return device

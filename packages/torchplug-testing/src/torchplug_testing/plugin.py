@@ -8,7 +8,6 @@ does nothing (and imports nothing heavy).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
@@ -69,10 +68,12 @@ def pytest_configure(config: pytest.Config) -> None:
     device = config.getoption("device") or os.environ.get(DEVICE_ENV)
     if not device:
         return
+    from torchplug_testing import fixtures
     from torchplug_testing.session import ConformanceSession
 
     session = ConformanceSession.start(config, device)
     config.pluginmanager.register(session, "torchplug_testing.session")
+    config.pluginmanager.register(fixtures, "torchplug_testing.fixtures")
     channel = config.getoption("opinfo_worker")
     if channel:
         from torchplug_testing.guard import Worker
@@ -86,7 +87,3 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str | None:
     session = config.pluginmanager.get_plugin("torchplug_testing.session")
     return None if session is None else session.header()
-
-
-def write_report(path: str, report: dict) -> None:
-    Path(path).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from collections import Counter, defaultdict
@@ -37,9 +38,6 @@ class ConformanceSession:
             expected = expectations.load(path) if path else expectations.discover(device_type)
         except expectations.ExpectationFileError as error:
             raise pytest.UsageError(str(error)) from error
-        from torchplug_testing import fixtures
-
-        config.pluginmanager.register(fixtures, "torchplug_testing.fixtures")
         global _device_under_test, _sweep_options
         _device_under_test = device_type
         _sweep_options = (parse_dtypes(config.getoption("dtypes")), config.getoption("full"))
@@ -185,8 +183,6 @@ class ConformanceSession:
         report = self.report()
         path = self.config.getoption("conformance_report")
         if path:
-            from torchplug_testing.plugin import write_report
-
             write_report(path, report)
         if session.exitstatus == pytest.ExitCode.TESTS_FAILED and not report["unexpected_failures"]:
             # Only listed failures: crashed workers the expectation file names.
@@ -225,6 +221,10 @@ class ConformanceSession:
             for pattern in report["stale_expectations"]:
                 write(f"  {pattern}")
         write(f"unexpected failures: {len(report['unexpected_failures'])}")
+
+
+def write_report(path: str, report: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
 
 
 def sample_figures(sweeps: list[dict[str, Any]]) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 Only one PrivateUse1 backend can be active per process. In an environment with
 two installed (a workspace, a CI image), the one that loses the key cannot run
-its tests in the main pytest process. A test directory opts in from its
-``conftest.py``::
+its tests in the main pytest process. A test directory of a torchplug backend
+opts in from its ``conftest.py``::
 
-    from torchplug.privateuse1_testing import run_in_owner_process
+    from torchplug_testing.owner_process import run_in_owner_process
 
     pytest_collection_modifyitems = run_in_owner_process("npu", __file__)
 
@@ -18,15 +18,15 @@ report, skipped, xfailed). A child that crashes fails every test it did not
 report. Where the backend already owns PrivateUse1 (including the child
 itself), the tests run in place, untouched.
 
-This module imports pytest; only test code imports it.
+The backend's state comes from torchplug's loader: torchplug is imported when
+the hook runs (it is installed wherever a torchplug backend is), not with this
+module, so the rest of torchplug-testing serves backends not built on torchplug.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
@@ -35,9 +35,10 @@ from pathlib import Path
 
 import pytest
 
-from torchplug import loader, settings
-from torchplug.backend import BackendState
+from torchplug_testing.child import child_environment, run_pytest
 
+# torchplug.settings.PRIVATEUSE1: the variable that gives PrivateUse1 to a backend.
+PRIVATEUSE1_ENV = "TORCHPLUG_PRIVATEUSE1"
 CHILD_TIMEOUT_SECONDS = 1800.0
 _OUTPUT_TAIL_CHARS = 6000
 
@@ -87,6 +88,9 @@ def run_in_owner_process(device: str, conftest_file: str | os.PathLike[str]) -> 
 
 def _reason_to_reroute(device: str) -> str | None:
     """Why this process cannot run ``device``'s tests, or None if it can."""
+    from torchplug import loader, settings
+    from torchplug.backend import BackendState
+
     if settings.current().privateuse1 == device:
         return None  # already asked for it: run in place (never recurse)
     import torch  # noqa: F401 - activates the installed backends
@@ -115,54 +119,29 @@ class _ChildRun:
         if outcome is None:
             return ChildOutcome(
                 "failed",
-                f"The child process with {settings.PRIVATEUSE1}={self.device} did not report "
+                f"The child process with {PRIVATEUSE1_ENV}={self.device} did not report "
                 f"this test.\n{self._output}",
             )
         return outcome
 
     def _run(self) -> dict[tuple[str, str], ChildOutcome]:
         rootdir = Path(self.config.rootpath)
-        environment = {
-            name: value
-            for name, value in os.environ.items()
-            if not name.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))
-        }
-        environment[settings.PRIVATEUSE1] = self.device
+        environment = child_environment(drop=("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))
+        environment[PRIVATEUSE1_ENV] = self.device
         with tempfile.TemporaryDirectory(prefix="torchplug-child-") as scratch:
             report = Path(scratch) / "report.xml"
-            command = [sys.executable, "-m", "pytest", *self.nodeids]
-            command += ["-p", "no:cacheprovider", f"--rootdir={rootdir}", f"--junitxml={report}"]
-            command += ["-o", "junit_logging=no", "-q", "-rN"]
+            arguments = [*self.nodeids, f"--rootdir={rootdir}", f"--junitxml={report}"]
+            arguments += ["-o", "junit_logging=no", "-q", "-rN"]
             if self.config.inipath is not None:
-                command.append(f"--config-file={self.config.inipath}")
+                arguments.append(f"--config-file={self.config.inipath}")
             if self.config.pluginmanager.hasplugin("xdist"):
-                command += ["-n", "0"]  # the child is one worker's share already
-            try:
-                result = subprocess.run(
-                    command,
-                    cwd=rootdir,
-                    env=environment,
-                    capture_output=True,
-                    text=True,
-                    timeout=CHILD_TIMEOUT_SECONDS,
-                    check=False,
-                )
-                output = result.stdout + result.stderr
-                status = f"exit code {result.returncode}"
-            except subprocess.TimeoutExpired as expired:
-                output = _text(expired.stdout) + _text(expired.stderr)
-                status = f"timed out after {CHILD_TIMEOUT_SECONDS:.0f} s"
+                arguments += ["-n", "0"]  # the child is one worker's share already
+            run = run_pytest(arguments, environment, cwd=rootdir, timeout=CHILD_TIMEOUT_SECONDS)
             self._output = (
-                f"child: {' '.join(command)}\n({status}; {settings.PRIVATEUSE1}={self.device})\n"
-                f"...{output[-_OUTPUT_TAIL_CHARS:]}"
+                f"child: {' '.join(run.command)}\n({run.status}; {PRIVATEUSE1_ENV}={self.device})\n"
+                f"...{run.output[-_OUTPUT_TAIL_CHARS:]}"
             )
             return _read_junit(report) if report.exists() else {}
-
-
-def _text(stream: bytes | str | None) -> str:
-    if isinstance(stream, bytes):
-        return stream.decode(errors="replace")
-    return stream or ""
 
 
 def _junit_address(nodeid: str) -> tuple[str, str]:
@@ -208,7 +187,7 @@ class ChildProcessItem(pytest.Item):
         self.add_report_section(
             "call",
             "reroute",
-            f"Ran in a child process with {settings.PRIVATEUSE1}={self.child_run.device}: "
+            f"Ran in a child process with {PRIVATEUSE1_ENV}={self.child_run.device}: "
             f"{self.child_run.reason}",
         )
         result = self.child_run.outcome_of(self.nodeid)
@@ -221,7 +200,7 @@ class ChildProcessItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> str:  # type: ignore[override]
         if isinstance(excinfo.value, ChildTestFailure):
-            return f"[in a child process with {settings.PRIVATEUSE1}={self.child_run.device}]\n{excinfo.value}"
+            return f"[in a child process with {PRIVATEUSE1_ENV}={self.child_run.device}]\n{excinfo.value}"
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
