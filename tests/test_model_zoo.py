@@ -16,14 +16,13 @@ training is a strict expected failure.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fresh_interpreter import run_python
+from fresh_interpreter import run_main
 from torchplug.bench_zoo import MODELS, MODELS_BY_NAME
 
 LOSS_TOLERANCE = 1e-5
@@ -75,25 +74,15 @@ class ZooResults:
         return result[device]
 
     def _run(self, run: ChildRun) -> tuple[dict[str, Any], str]:
-        report = self.scratch / f"zoo-{run.privateuse1}.json"
-        code = f"""
-            import sys
-            from pathlib import Path
-
-            sys.path.insert(0, {str(Path(__file__).parent)!r})
-            import zoo_models
-
-            zoo_models.main({run.devices!r}, set({run.train_on!r}), Path({str(report)!r}))
-        """
-        result = run_python(
-            code,
+        return run_main(
+            "zoo_models",
+            f"{run.devices!r}, set({run.train_on!r})",
+            self.scratch / f"zoo-{run.privateuse1}.json",
             timeout=CHILD_TIMEOUT_SECONDS,
             TORCHPLUG_PRIVATEUSE1=run.privateuse1,
             HF_HUB_OFFLINE="1",
             HF_HUB_DISABLE_PROGRESS_BARS="1",
         )
-        output = f"(exit code {result.returncode})\n{result.stderr[-6000:]}"
-        return (json.loads(report.read_text()) if report.exists() else {}), output
 
 
 @pytest.fixture(scope="module")
