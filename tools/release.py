@@ -169,6 +169,8 @@ def release_files(out: Path) -> list[Path]:
 
 
 def repair(wheel: Path, out: Path, env: dict[str, str]) -> None:
+    # Shown first: on failure it names the symbol versions that are too recent.
+    print(run(tool("auditwheel"), "show", wheel, env=env))
     excludes = [arg for pattern in TORCH_LIBRARIES for arg in ("--exclude", pattern)]
     run(tool("auditwheel"), "repair", "--plat", PLATFORM, *excludes, "-w", out, wheel, env=env)
 

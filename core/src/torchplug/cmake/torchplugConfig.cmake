@@ -56,6 +56,15 @@ file(STRINGS "${TORCHPLUG_INCLUDE_DIR}/torchplug/kernel_api.h" _torchplug_api_li
      REGEX "^#define TORCHPLUG_KERNEL_API_VERSION [0-9]+")
 string(REGEX REPLACE ".* ([0-9]+)$" "\\1" TORCHPLUG_KERNEL_API_VERSION "${_torchplug_api_line}")
 
+# Compiles `target` with manylinux_compat.h (x86-64 Linux): for a static
+# library linked into an extension, whose objects must keep to the same
+# symbol versions. torchplug_add_extension does it for the module itself.
+function(torchplug_manylinux_symbols target)
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux" AND CMAKE_SYSTEM_PROCESSOR STREQUAL "x86_64")
+    target_compile_options(${target} PRIVATE "SHELL:-include ${_torchplug_cmake_dir}/manylinux_compat.h")
+  endif()
+endfunction()
+
 # A Python extension module that compiles against torch's headers and loads
 # torch's libraries from the torch package installed beside it.
 #
@@ -79,8 +88,8 @@ function(torchplug_add_extension target)
   endif()
   if(CMAKE_SYSTEM_NAME STREQUAL "Linux" AND CMAKE_SYSTEM_PROCESSOR STREQUAL "x86_64")
     target_sources(${target} PRIVATE "${_torchplug_cmake_dir}/manylinux_compat.cpp")
-    target_compile_options(${target} PRIVATE "SHELL:-include ${_torchplug_cmake_dir}/manylinux_compat.h")
   endif()
+  torchplug_manylinux_symbols(${target})
   # torch's headers need C++20.
   target_compile_features(${target} PRIVATE cxx_std_20)
   target_include_directories(${target} SYSTEM PRIVATE "${TORCH_SDK}/include" "${TORCHPLUG_INCLUDE_DIR}")
