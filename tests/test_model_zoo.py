@@ -1,6 +1,6 @@
 """Real models train on every device exactly as on the CPU (issue 15).
 
-Tiny HF transformers and torchvision models (the zoo of torchplug.bench_zoo,
+Tiny HF transformers and torchvision models (the zoo of torchplug.bench.zoo,
 checked by tests/zoo_models.py) are built
 on the CPU, copied to the device and checked against the CPU in the same
 process: parameter ties after ``.to()``, the eval forward, 3 AdamW training
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from fresh_interpreter import run_main
-from torchplug.bench_zoo import MODELS, MODELS_BY_NAME
+from torchplug.bench.zoo import MODELS, MODELS_BY_NAME
 
 LOSS_TOLERANCE = 1e-5
 OUTPUT_TOLERANCE = 1e-5

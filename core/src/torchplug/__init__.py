@@ -6,6 +6,7 @@ from their ``torch.backends`` entry point while ``import torch`` is running.
 
 from pathlib import Path
 
+from torchplug import loader as _loader  # noqa: F401 - installs Backend.autoload's activation
 from torchplug.backend import Backend, BackendState, BackendStatus
 
 __version__ = "0.1.0"

@@ -9,6 +9,10 @@ from typing import Any
 
 DISPATCH_KEYS = ("privateuse1", "hpu")
 
+# The entry-point group where a PrivateUse1 backend declares its device name, so
+# that the loader can choose the key's owner among every installed one.
+PRIVATEUSE1_GROUP = "torchplug.privateuse1"
+
 
 @dataclass(frozen=True)
 class Backend:
@@ -59,9 +63,7 @@ class Backend:
         ``import`` of the plugin, threads and child processes all end in one
         registration.
         """
-        from torchplug import loader
-
-        return loader.activate(self)
+        return _activate(self)
 
 
 class BackendState(str, enum.Enum):
@@ -91,3 +93,15 @@ class BackendStatus:
     @property
     def active(self) -> bool:
         return self.state is BackendState.ACTIVE
+
+
+def _loader_not_imported(backend: Backend) -> BackendStatus:
+    raise RuntimeError(
+        f"Cannot activate '{backend.name}': torchplug.loader is not imported "
+        "(importing the torchplug package imports it)."
+    )
+
+
+# What autoload() calls: torchplug.loader installs its activation here when it is
+# imported, so that this declaration module, below the loader, never imports it.
+_activate: Callable[[Backend], BackendStatus] = _loader_not_imported

@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from collections.abc import Callable
+from importlib import metadata
+
+log = logging.getLogger("torchplug")
+
+# Packages add subcommands here: the entry point's name is the subcommand, its
+# value a callable register(subparsers) that adds the subcommand's parser and
+# sets its ``handler`` default (a function of the parsed arguments, returning
+# the exit status). ``args.pytest_args`` holds what followed ``--``.
+COMMANDS_GROUP = "torchplug.commands"
+# Subcommands of optional packages: what they need and the distribution
+# providing it, for the message when that is not installed.
+OPTIONAL_COMMANDS = {"check": ("the conformance suite", "torchplug-testing")}
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -31,33 +45,48 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace) -> int:
-    try:
-        from torchplug_testing import check
-    except ImportError as error:
-        raise SystemExit(
-            "torchplug check needs the conformance suite, which is not installed: "
-            f"pip install torchplug-testing ({error})"
-        ) from error
-    from torchplug import loader
+def _unavailable(message: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        raise SystemExit(message)
 
-    # A PrivateUse1 backend that is not this environment's default owner gets
-    # the key in the child process only.
-    device = args.device.split(":")[0]
-    extra_env = (
-        {"TORCHPLUG_PRIVATEUSE1": device} if device in loader.privateuse1_candidates() else {}
-    )
-    return check.main(
-        device,
-        full=args.full,
-        as_json=args.json,
-        markdown=args.markdown,
-        expectations=args.expectations,
-        workers=args.workers,
-        extra_env=extra_env,
-        pytest_args=args.pytest_args,
-        timeout=args.timeout,
-    )
+    return handler
+
+
+def _add_installed_commands(commands: argparse._SubParsersAction) -> None:
+    """Subcommands of installed packages, from the ``torchplug.commands`` entry points.
+
+    A command whose package is missing or fails to load still parses (any
+    arguments) and then says what to install or what went wrong, rather than
+    argparse's "invalid choice".
+    """
+    failures: dict[str, str] = {}
+    for entry_point in metadata.entry_points(group=COMMANDS_GROUP):
+        try:
+            entry_point.load()(commands)
+        except Exception as error:
+            log.debug("torchplug command %s failed to load", entry_point.name, exc_info=True)
+            failures[entry_point.name] = (
+                f"{entry_point.value} raised {type(error).__name__}: {error}"
+            )
+    for name, (what, distribution) in OPTIONAL_COMMANDS.items():
+        if name in commands.choices:
+            continue
+        cause = f" ({failures.pop(name)})" if name in failures else ""
+        _add_stand_in(
+            commands,
+            name,
+            f"torchplug {name} needs {what}, which is not installed: "
+            f"pip install {distribution}{cause}",
+        )
+    for name, cause in failures.items():
+        if name not in commands.choices:  # a clash with another command's name is not replaced
+            _add_stand_in(commands, name, f"torchplug {name} is unavailable: {cause}")
+
+
+def _add_stand_in(commands: argparse._SubParsersAction, name: str, message: str) -> None:
+    stand_in = commands.add_parser(name, help=f"(unavailable) {message}", add_help=False)
+    stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
+    stand_in.set_defaults(handler=_unavailable(message))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,28 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-pin", action="store_true", help="do not pin the process to one core")
     bench.add_argument("--json", action="store_true")
     bench.set_defaults(handler=_bench)
-    check = commands.add_parser(
-        "check",
-        help="conformance suite: every feature and OpInfo operator on DEVICE vs the CPU",
-        description="Runs the torchplug-testing conformance suite for DEVICE in a child pytest "
-        "process and prints a summary per feature group. Arguments after -- go to pytest.",
-    )
-    check.add_argument("device", help="device type to check, e.g. foo, hpu, npu")
-    check.add_argument("--json", action="store_true", help="print the JSON report")
-    check.add_argument("--markdown", metavar="FILE", help="also write a Markdown report to FILE")
-    check.add_argument(
-        "--full", action="store_true", help="every OpInfo sample (default: a fixed sample)"
-    )
-    check.add_argument(
-        "--expectations",
-        metavar="FILE",
-        help="expectation file of known failures (default: the one the backend ships)",
-    )
-    check.add_argument("--workers", type=int, help="pytest-xdist workers (default: up to 2)")
-    check.add_argument(
-        "--timeout", type=float, default=3600.0, help="seconds before the run is abandoned"
-    )
-    check.set_defaults(handler=_check)
+    _add_installed_commands(commands)
     return parser
 
 

@@ -22,12 +22,13 @@ import types
 from importlib import metadata
 from typing import Any
 
-from torchplug import settings
-from torchplug.backend import Backend, BackendState, BackendStatus
+from torchplug import backend as _backend
+from torchplug import serialization, settings
+from torchplug.backend import PRIVATEUSE1_GROUP, Backend, BackendState, BackendStatus
+from torchplug.errors import BackendLoadError, DeviceUnavailableError, explain
 
 log = logging.getLogger("torchplug")
 
-PRIVATEUSE1_GROUP = "torchplug.privateuse1"
 _UNCLAIMED_PRIVATEUSE1 = "privateuseone"
 
 _lock = threading.RLock()
@@ -40,14 +41,6 @@ _import_failures: dict[str, BackendStatus] = {}
 _privateuse1_holder: BackendStatus | None = None
 _arbitrating = False
 _warned_unknown_choice = False
-
-
-class BackendLoadError(RuntimeError):
-    """A torchplug backend could not be activated; raised on first use of its device."""
-
-
-class DeviceUnavailableError(AttributeError):
-    """``torch.<name>`` of a backend that is installed but not active in this process."""
 
 
 def statuses() -> dict[str, BackendStatus]:
@@ -68,25 +61,6 @@ def import_failures() -> dict[str, BackendStatus]:
         return dict(_import_failures)
 
 
-def explain(status: BackendStatus) -> str:
-    """Why ``status``'s backend is not usable and how to change that, in one message."""
-    name = status.backend.name
-    reason = status.reason.rstrip(". ") or f"it is {status.state.value}"
-    if status.state is BackendState.DISABLED:
-        remedy = f"Remove '{name}' from {settings.DISABLE} to use it."
-    else:
-        remedy = ""
-    return " ".join(
-        part
-        for part in (
-            f"The '{name}' backend is not active: {reason}.",
-            remedy,
-            "Run `torchplug doctor` for details.",
-        )
-        if part
-    )
-
-
 def activate(backend: Backend) -> BackendStatus:
     # Declared before importing torch: that import may run the torch.backends
     # entry points, whose PrivateUse1 arbitration must see this backend.
@@ -94,10 +68,8 @@ def activate(backend: Backend) -> BackendStatus:
         status = _declare(backend)
     import torch
 
-    from torchplug import serialization
-
     # Even a disabled or losing backend's device may be named by a checkpoint.
-    serialization.install()
+    serialization.install(statuses)
     with _lock:
         _explain_missing_device_modules(torch)
         if status.state is BackendState.PENDING and not _arbitrating:
@@ -107,6 +79,10 @@ def activate(backend: Backend) -> BackendStatus:
     if status.state is BackendState.FAILED and settings.current().strict:
         raise _strict_error(status)
     return status
+
+
+# Backend.autoload() activates through this module.
+_backend._activate = activate
 
 
 def _strict_error(status: BackendStatus) -> BackendLoadError:

@@ -11,7 +11,10 @@ to load the checkpoint anyway (``map_location="cpu"``).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
 from importlib import metadata
+
+from torchplug.backend import PRIVATEUSE1_GROUP, BackendStatus
 
 # Ahead of every device deserializer torch registers (cpu is 10, cuda 20,
 # privateuse1 23, hpu 24), so the missing-device case is caught before
@@ -20,16 +23,23 @@ _PRIORITY = 19
 
 _lock = threading.Lock()
 _installed = False
+# The loader's record of every backend's activation, by device name.
+_statuses: Callable[[], Mapping[str, BackendStatus]] = dict
 
 
 class MissingDeviceError(RuntimeError):
     """A checkpoint holds tensors of a device no active backend provides."""
 
 
-def install() -> None:
-    """Registers the missing-device check with ``torch.serialization``. Idempotent."""
-    global _installed
+def install(statuses: Callable[[], Mapping[str, BackendStatus]]) -> None:
+    """Registers the missing-device check with ``torch.serialization``. Idempotent.
+
+    ``statuses`` answers, by device name, how each backend's activation went
+    (``torchplug.loader.statuses``): it explains why a device is missing.
+    """
+    global _installed, _statuses
     with _lock:
+        _statuses = statuses
         if _installed:
             return
         import torch.serialization
@@ -61,9 +71,7 @@ def _check_device_present(storage: object, location: str) -> None:
 
 
 def _why_missing(device_type: str) -> str | None:
-    from torchplug import loader
-
-    status = loader.statuses().get(device_type)
+    status = _statuses().get(device_type)
     if status is not None and not status.active:
         package = status.backend.distribution or f"the '{device_type}' backend"
         reason = status.reason.rstrip(". ") or f"it is {status.state.value}"
@@ -86,8 +94,6 @@ def _why_missing(device_type: str) -> str | None:
 
 
 def _installed_privateuse1_distribution(device_type: str) -> str | None:
-    from torchplug.loader import PRIVATEUSE1_GROUP
-
     for entry_point in metadata.entry_points(group=PRIVATEUSE1_GROUP):
         if entry_point.name == device_type:
             return entry_point.dist.name if entry_point.dist is not None else entry_point.value

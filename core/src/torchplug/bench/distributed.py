@@ -1,11 +1,12 @@
-"""One rank of ``torchplug bench --only allreduce``.
+"""``torchplug bench --only allreduce``: all_reduce across ranks, device against CPU.
 
+:func:`bench_allreduce` starts the ranks, each this module run as a script.
 Both candidates run in the same processes and the same process group
 (``cpu:gloo,<device>:torchplug``), interleaved round by round: all_reduce
 of CPU tensors through Gloo (the baseline) and of device tensors through the
 torchplug backend. Rank 0 prints the medians as JSON.
 
-Usage: python -m torchplug.distributed_bench DEVICE RANK WORLD STORE_FILE MIB ROUNDS
+Usage: python -m torchplug.bench.distributed DEVICE RANK WORLD STORE_FILE MIB ROUNDS
 """
 
 from __future__ import annotations
@@ -14,9 +15,60 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from datetime import timedelta
+
+from torchplug.bench.figures import Figure
+
+
+def bench_allreduce(device: str, rounds: int, mib: float = 64.0, world: int = 2) -> Figure:
+    """Bus bandwidth of all_reduce on `world` ranks: device tensors vs CPU tensors over Gloo."""
+    with tempfile.TemporaryDirectory(prefix="torchplug-bench-") as scratch:
+        store = os.path.join(scratch, "store")
+        ranks = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "torchplug.bench.distributed",
+                    device,
+                    str(rank),
+                    str(world),
+                    store,
+                    str(mib),
+                    str(rounds),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for rank in range(world)
+        ]
+        outputs = [rank.communicate(timeout=600) for rank in ranks]
+    for rank, (process, (_, err)) in enumerate(zip(ranks, outputs, strict=True)):
+        if process.returncode != 0:
+            raise RuntimeError(f"all_reduce benchmark rank {rank} failed:\n{err}")
+    seconds = json.loads(outputs[0][0].strip().splitlines()[-1])
+    # Bus bandwidth (as nccl-tests defines it): what each link carries.
+    traffic = mib * (1 << 20) * 2 * (world - 1) / world
+
+    def busbw(name: str) -> float:
+        return traffic / seconds[name] / 1e9
+
+    ratio = busbw(device) / busbw("cpu")
+    return Figure(
+        f"all_reduce {mib:g} MiB float32, {world} ranks (bus bandwidth)",
+        "cpu, gloo",
+        busbw("cpu"),
+        busbw(device),
+        "GB/s",
+        ratio,
+        ">= 0.8x",
+        ratio >= 0.8,
+    )
 
 
 def _seconds_per_all_reduce(tensor: object, repeat: int) -> float:

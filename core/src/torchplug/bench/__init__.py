@@ -2,6 +2,11 @@
 
 Every figure is a ratio measured in one run against a baseline measured in
 the same run (interleaved rounds, medians), so machine load affects both.
+
+``run()`` measures the single-process figures here; ``zoo`` times real
+architectures' training steps, ``distributed`` all_reduce across ranks.
+Nothing imports this package but the ``torchplug bench`` command: ``import
+torch`` (autoload) never does.
 """
 
 from __future__ import annotations
@@ -12,53 +17,10 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
-
-@dataclass
-class Figure:
-    name: str
-    baseline: str
-    baseline_value: float
-    value: float
-    unit: str
-    ratio: float
-    target: str
-    met: bool
-
-
-def step_time_figure(name: str, times: dict[str, float], device: str, target: float = 1.10) -> Figure:
-    """A training step's time on `device` against the CPU's, in milliseconds."""
-    ratio = times[device] / times["cpu"]
-    return Figure(
-        name,
-        "cpu",
-        times["cpu"] * 1e3,
-        times[device] * 1e3,
-        "ms",
-        ratio,
-        f"<= {target:.2f}x",
-        ratio <= target,
-    )
-
-
-def median_rounds(
-    candidates: dict[str, Callable[[], None]], repeat: int, rounds: int
-) -> dict[str, float]:
-    """Seconds per call of each candidate: rounds interleaved, median of rounds."""
-    samples: dict[str, list[float]] = {name: [] for name in candidates}
-    for fn in candidates.values():
-        for _ in range(max(1, repeat // 10)):
-            fn()
-    for _ in range(rounds):
-        for name, fn in candidates.items():
-            started = time.perf_counter()
-            for _ in range(repeat):
-                fn()
-            samples[name].append((time.perf_counter() - started) / repeat)
-    return {name: statistics.median(values) for name, values in samples.items()}
+from torchplug.bench.figures import Figure, median_rounds, render, step_time_figure
 
 
 def _mlp_step(device: str) -> Callable[[], None]:
@@ -209,74 +171,6 @@ def bench_import(rounds: int) -> tuple[list[Figure], dict[str, float]]:
     return figures, per_backend
 
 
-def bench_allreduce(device: str, rounds: int, mib: float = 64.0, world: int = 2) -> Figure:
-    """Bus bandwidth of all_reduce on `world` ranks: device tensors vs CPU tensors over Gloo."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="torchplug-bench-") as scratch:
-        store = os.path.join(scratch, "store")
-        ranks = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "torchplug.distributed_bench",
-                    device,
-                    str(rank),
-                    str(world),
-                    store,
-                    str(mib),
-                    str(rounds),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for rank in range(world)
-        ]
-        outputs = [rank.communicate(timeout=600) for rank in ranks]
-    for rank, (process, (_, err)) in enumerate(zip(ranks, outputs, strict=True)):
-        if process.returncode != 0:
-            raise RuntimeError(f"all_reduce benchmark rank {rank} failed:\n{err}")
-    seconds = json.loads(outputs[0][0].strip().splitlines()[-1])
-    # Bus bandwidth (as nccl-tests defines it): what each link carries.
-    traffic = mib * (1 << 20) * 2 * (world - 1) / world
-
-    def busbw(name: str) -> float:
-        return traffic / seconds[name] / 1e9
-
-    ratio = busbw(device) / busbw("cpu")
-    return Figure(
-        f"all_reduce {mib:g} MiB float32, {world} ranks (bus bandwidth)",
-        "cpu, gloo",
-        busbw("cpu"),
-        busbw(device),
-        "GB/s",
-        ratio,
-        ">= 0.8x",
-        ratio >= 0.8,
-    )
-
-
-def render(figures: list[Figure]) -> str:
-    rows = [("benchmark", "baseline", "device", "ratio", "target", "met")]
-    for f in figures:
-        rows.append(
-            (
-                f.name,
-                f"{f.baseline_value:.3g} {f.unit} ({f.baseline})",
-                f"{f.value:.3g} {f.unit}",
-                f"{f.ratio:.2f}x",
-                f.target,
-                "yes" if f.met else "NO",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
-    )
-
-
 def pin_to_one_core() -> int | None:
     """Runs this process (and the threads it starts, autograd's device thread
     among them) on one core, so device and CPU get the same single core."""
@@ -314,9 +208,11 @@ def run(device: str | None, only: list[str], rounds: int, as_json: bool, pin: bo
     if "copy" in only:
         figures += bench_copies(device, rounds)
     if "allreduce" in only:
+        from torchplug.bench.distributed import bench_allreduce
+
         figures.append(bench_allreduce(device, rounds))
     if "zoo" in only:
-        from torchplug.bench_zoo import bench_zoo
+        from torchplug.bench.zoo import bench_zoo
 
         figures += bench_zoo(device, rounds)
     if "import" in only:
