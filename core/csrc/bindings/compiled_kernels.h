@@ -1,0 +1,10 @@
+#pragma once
+// Kernels that torch.compile generates enter the device through the same
+// KernelLaunch as eager kernels; this binds that launch for their wrappers.
+#include <pybind11/pybind11.h>
+
+namespace torchplug {
+
+void bind_compiled_kernels(pybind11::module_& module);
+
+}  // namespace torchplug

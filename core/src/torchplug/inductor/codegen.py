@@ -1,0 +1,176 @@
+"""Inductor's code generation for torchplug devices.
+
+The simulated devices' memory is host-addressable, so the kernels are
+Inductor's C++ (CPP) kernels. What makes them device kernels is the wrapper:
+every generated kernel is called through :func:`torchplug.inductor.runtime.launch`,
+which runs it as one device kernel launch (device guard, stream order, strict
+memory access, sync-debug, profiler activity), exactly like an eager kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+_LAUNCH_IMPORT = "from torchplug.inductor.runtime import launch as torchplug_launch"
+
+
+def install(common: types.ModuleType, devices: Callable[[], tuple[str, ...]]) -> None:
+    """Register every enabled device whenever Inductor initializes its backends."""
+    builtin_registration = common.init_backend_registration
+
+    def init_backend_registration() -> None:
+        builtin_registration()
+        for name in devices():
+            if common.get_scheduling_for_device(name) is None:
+                register(name)
+
+    common.init_backend_registration = init_backend_registration
+    if "torch._inductor.graph" in sys.modules:
+        # Inductor was fully imported before this backend activated: its
+        # modules hold the unwrapped function, so register now.
+        for name in devices():
+            register(name)
+
+
+def register(name: str) -> None:
+    from torch._inductor.codegen.common import (
+        register_backend_for_device,
+        register_device_op_overrides,
+    )
+    from torch._inductor.codegen.cpp import CppScheduling
+
+    _run_cpu_class_heuristics()
+    register_backend_for_device(name, CppScheduling, _wrapper_codegen())
+    register_device_op_overrides(name, _device_op_overrides(name))
+
+
+@functools.cache
+def _run_cpu_class_heuristics() -> None:
+    """Inductor asks whether a node is on the CPU, or which backend the current
+    device uses, to pick its fusion, realization and dtype-propagation rules,
+    assuming any other device runs Triton-style SIMD kernels. A torchplug
+    device runs C++ kernels, so it must get the CPU's answers (the SIMD-only
+    rules fail on C++ kernels)."""
+    from torch._inductor import ir, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.virtualized import V
+
+    builtin_is_cpu = ir.is_cpu
+    builtin_backend = utils.get_current_backend
+
+    def is_cpu(node: Any) -> bool:
+        return builtin_is_cpu(node) or ir.get_device_type(node) in _registered_devices()
+
+    def node_is_cpu(self: Any) -> bool:
+        device = self.get_device()
+        return device is not None and (device.type == "cpu" or device.type in _registered_devices())
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        device_type = device_type or V.graph.get_current_device_or_throw().type
+        return "cpp" if device_type in _registered_devices() else builtin_backend(device_type)
+
+    ir.is_cpu = is_cpu
+    scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
+    common.get_current_backend = get_current_backend
+    utils.get_current_backend = get_current_backend
+
+
+def _wrapper_codegen() -> type:
+    from torch._inductor.codegen.wrapper import (
+        PythonWrapperCodegen,
+        SubgraphPythonWrapperCodegen,
+    )
+
+    class LaunchesDeviceKernels:
+        """Calls C++ kernels on a torchplug device through the device's launch path."""
+
+        def _generate_kernel_call_helper(
+            self,
+            kernel_name: str,
+            call_args: list[Any],
+            *,
+            device: Any = None,
+            triton: bool = True,
+            **kwargs: Any,
+        ) -> None:
+            from torch._inductor.virtualized import V
+
+            device = device or V.graph.get_current_device_or_throw()
+            if triton or device.type not in _registered_devices():
+                super()._generate_kernel_call_helper(  # type: ignore[misc]
+                    kernel_name, call_args, device=device, triton=triton, **kwargs
+                )
+                return
+            arguments = "".join(f", {argument}" for argument in call_args)
+            self.writeline(  # type: ignore[attr-defined]
+                f"torchplug_launch({kernel_name!r}, {kernel_name}, {device.type!r}, "
+                f"{device.index if device.index is not None else 0}{arguments})"
+            )
+
+    class SubgraphWrapperCodegen(LaunchesDeviceKernels, SubgraphPythonWrapperCodegen):
+        pass
+
+    class WrapperCodegen(LaunchesDeviceKernels, PythonWrapperCodegen):
+        @staticmethod
+        def create(
+            is_subgraph: bool,
+            subgraph_name: str | None,
+            parent_wrapper: PythonWrapperCodegen | None,
+            partition_signatures: Any = None,
+        ) -> PythonWrapperCodegen:
+            if is_subgraph:
+                return SubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            return WrapperCodegen()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.imports.writeline(_LAUNCH_IMPORT)
+
+        def make_allocation(
+            self, name: str, device: torch.device, *args: Any, **kwargs: Any
+        ) -> str:
+            # Inductor names only the device type for devices it does not know,
+            # which allocates on the current device; a graph compiled for
+            # device 1 must allocate there.
+            line = super().make_allocation(name, device, *args, **kwargs)
+            if device.type in _registered_devices() and device.index is not None:
+                line = line.replace(f"device='{device.type}'", f"device='{device}'", 1)
+            return line
+
+    return WrapperCodegen
+
+
+def _registered_devices() -> tuple[str, ...]:
+    from torchplug import inductor
+
+    return inductor.enabled_devices()
+
+
+def _device_op_overrides(name: str) -> Any:
+    from torch._inductor.codegen.common import DeviceOpOverrides
+
+    aten_type = "at::kHPU" if name == "hpu" else "at::kPrivateUse1"
+
+    class TorchplugDeviceOpOverrides(DeviceOpOverrides):
+        def import_get_raw_stream_as(self, alias: str) -> str:
+            return f"from torchplug.inductor.runtime import raw_stream_getter; {alias} = raw_stream_getter({name!r})"
+
+        def set_device(self, device_idx: Any) -> str:
+            return f"torch.{name}.set_device({device_idx})"
+
+        def synchronize(self) -> str:
+            return f"torch.{name}.synchronize()"
+
+        def device_guard(self, device_idx: Any) -> str:
+            return f"torch.{name}.device({device_idx})"
+
+        def aten_device_type(self) -> str:
+            return aten_type
+
+    return TorchplugDeviceOpOverrides()

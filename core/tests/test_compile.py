@@ -1,0 +1,271 @@
+"""torch.compile with the default backend (Inductor) on every torchplug device.
+
+Compiled code must give what compiled code gives on the CPU, run its kernels
+as device kernels (profiler, strict memory, the device's allocator) and keep
+Dynamo's guarantees (device-aware guards, no graph break caused by the device).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from device_matrix import active_devices, rerun_as_owner, with_backward
+
+DEVICES = active_devices()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> None:
+    torch._dynamo.reset()
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8)
+    )
+
+
+class TinyTransformerLM(nn.Module):
+    """Two decoder layers with tied input/output embeddings."""
+
+    def __init__(self, vocab: int = 50, width: int = 32) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(vocab, width)
+        layer = nn.TransformerEncoderLayer(width, 4, 64, dropout=0.0, batch_first=True)
+        self.layers = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        causal = nn.Transformer.generate_square_subsequent_mask(
+            tokens.shape[1], device=tokens.device
+        )
+        hidden = self.layers(self.embed(tokens), mask=causal, is_causal=True)
+        return self.head(self.norm(hidden))
+
+
+def _mlp_batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(1)
+    return [
+        (torch.randn(16, 32, generator=generator), torch.randn(16, 8, generator=generator))
+        for _ in range(steps)
+    ]
+
+
+def _lm_batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(2)
+    batches = []
+    for _ in range(steps):
+        tokens = torch.randint(0, 50, (4, 12), generator=generator)
+        batches.append((tokens[:, :-1], tokens[:, 1:]))
+    return batches
+
+
+def _mse(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.mse_loss(model(inputs), targets)
+
+
+def _next_token(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = model(inputs)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _compiled_losses(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
+    batches: list[tuple[torch.Tensor, torch.Tensor]],
+    device: str,
+    autocast_dtype: torch.dtype | None = None,
+) -> list[float]:
+    model = copy.deepcopy(model).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    @torch.compile
+    def step(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(
+            device, dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None
+        ):
+            loss = loss_fn(model, inputs, targets)
+        loss.backward()
+        return loss.detach()
+
+    losses = []
+    for inputs, targets in batches:
+        losses.append(step(inputs.to(device), targets.to(device)).item())
+        optimizer.step()
+        optimizer.zero_grad()
+    return losses
+
+
+WORKLOADS = {
+    "mlp": (_mlp, _mse, _mlp_batches),
+    "transformer_lm": (TinyTransformerLM, _next_token, _lm_batches),
+}
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+@pytest.mark.parametrize("device", with_backward(DEVICES))
+def test_compiled_training_matches_compiled_cpu(device: str, workload: str) -> None:
+    build, loss_fn, batches = WORKLOADS[workload]
+    model, data = build(), batches(5)
+    expected = _compiled_losses(model, loss_fn, data, "cpu")
+    torch._dynamo.reset()
+    assert _compiled_losses(model, loss_fn, data, device) == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("device", [name for name in DEVICES if name != "hpu"])
+def test_compiled_training_under_bf16_autocast(device: str) -> None:
+    model, data = TinyTransformerLM(), _lm_batches(3)
+    expected = _compiled_losses(model, _next_token, data, "cpu", autocast_dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    losses = _compiled_losses(model, _next_token, data, device, autocast_dtype=torch.bfloat16)
+    assert losses == pytest.approx(expected, abs=2e-2)
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + x)
+
+
+def _inference_models() -> dict[str, tuple[nn.Module, torch.Tensor]]:
+    torch.manual_seed(0)
+    encoder_layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    return {
+        "transformer_encoder": (
+            nn.TransformerEncoder(encoder_layer, 2).eval(),
+            torch.randn(2, 10, 32),
+        ),
+        "residual_conv": (
+            nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), ResidualBlock()).eval(),
+            torch.randn(2, 3, 16, 16),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", ["transformer_encoder", "residual_conv"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_inference_matches_eager_cpu(device: str, name: str) -> None:
+    model, inputs = _inference_models()[name]
+    with torch.no_grad():
+        expected = model(inputs)
+        compiled = torch.compile(copy.deepcopy(model).to(device))
+        output = compiled(inputs.to(device))
+    assert output.device.type == device
+    torch.testing.assert_close(output.cpu(), expected, atol=1e-5, rtol=1e-5)
+
+
+def _pointwise_and_matmul(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x @ x.T).softmax(-1) + x.sin()
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_graph_break_on_the_device(device: str, workload: str) -> None:
+    build, loss_fn, batches = WORKLOADS[workload]
+    model = build().to(device)
+    inputs, targets = batches(1)[0]
+    explanation = torch._dynamo.explain(loss_fn)(model, inputs.to(device), targets.to(device))
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_guards_tell_devices_apart(device: str) -> None:
+    compiled_for: list[set[str]] = []
+
+    def counting_backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):
+        compiled_for.append({str(t.device) for t in example_inputs if isinstance(t, torch.Tensor)})
+        return graph.forward
+
+    compiled = torch.compile(_pointwise_and_matmul, backend=counting_backend)
+    x = torch.randn(8, 8)
+    targets = [f"{device}:0", "cpu"]
+    if getattr(torch, device).device_count() > 1:
+        targets.insert(1, f"{device}:1")
+    for target in targets:
+        result = compiled(x.to(target))
+        assert str(result.device) == target
+        torch.testing.assert_close(result.cpu(), _pointwise_and_matmul(x))
+    assert compiled_for == [{target} for target in targets]
+    inductor = torch.compile(_pointwise_and_matmul)
+    for target in targets:
+        torch.testing.assert_close(inductor(x.to(target)).cpu(), _pointwise_and_matmul(x))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamic_shapes(device: str) -> None:
+    compiled = torch.compile(_pointwise_and_matmul, dynamic=True)
+    for size in (8, 12, 20):
+        x = torch.randn(size, size)
+        torch.testing.assert_close(compiled(x.to(device)).cpu(), _pointwise_and_matmul(x))
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_gpu_only_modes_run_or_warn_once(device: str, mode: str) -> None:
+    x = torch.randn(16, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = torch.compile(_pointwise_and_matmul, mode=mode)(x.to(device))
+        result = torch.compile(_pointwise_and_matmul, mode=mode)(x.to(device))
+    torch.testing.assert_close(result.cpu(), _pointwise_and_matmul(x))
+    messages = [str(w.message) for w in caught if device in str(w.message)]
+    assert len(messages) <= 1, messages
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_kernels_are_device_kernels(device: str) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    compiled = torch.compile(_pointwise_and_matmul)
+    x = torch.randn(32, 32, device=device)
+    compiled(x)
+    module = getattr(torch, device)
+    module.reset_peak_memory_stats()
+    before = module.memory_allocated()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as trace:
+        result = compiled(x)
+        module.synchronize()
+    assert module.memory_allocated() - before >= result.numel() * result.element_size()
+    device_kernels = [
+        event.name
+        for event in trace.events()
+        if event.device_type != torch.autograd.DeviceType.CPU and event.name.startswith("cpp_fused")
+    ]
+    assert device_kernels, sorted({event.name for event in trace.events()})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_kernels_pass_strict_memory_mode(device: str) -> None:
+    from torchplug import _C
+
+    compiled = torch.compile(_pointwise_and_matmul)
+    x = torch.randn(16, 16)
+    _C.set_strict_mode(True)
+    try:
+        result = compiled(x.to(device))
+        torch.testing.assert_close(result.cpu(), _pointwise_and_matmul(x))
+    finally:
+        _C.set_strict_mode(False)
+
+
+def test_npu_in_its_own_process() -> None:
+    rerun_as_owner(__file__, "npu", timeout=1200)
