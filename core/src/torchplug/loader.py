@@ -518,10 +518,11 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
         seeding.seed_with_torch(name)
     if backend.setup is not None:
         backend.setup(module)
-    from torchplug import distributed, ipc
+    from torchplug import distributed, inductor, ipc
 
     distributed.register(name)
     ipc.share_between_processes(name)
+    inductor.enable(name)
 
 
 def _prepare(backend: Backend) -> None:
