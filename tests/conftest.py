@@ -24,6 +24,8 @@ def release_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     from filelock import FileLock
 
+    if os.environ.get("TORCHPLUG_RELEASE_DIST"):  # a build to reuse, made by the same command
+        return Path(os.environ["TORCHPLUG_RELEASE_DIST"])
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the session's directory, above each worker's
