@@ -18,12 +18,12 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
-import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "tools" / "release.py"
@@ -163,7 +163,7 @@ def test_release_files_are_publishable(release_dist: Path) -> None:
     # name-version-python-abi of the wheels, the names of the sdists
     assert {"-".join(n.split("-")[:4]) if n.endswith(".whl") else n for n in names} == {
         f"torchplug-0.1.0-{python}-{python}",
-        "torch_vnpu-0.1.0-cp310-abi3",
+        "torch_vnpu-0.1.0-cp311-abi3",
         "torch_foo-0.1.0-py3-none",
         "vhabana_frameworks-0.1.0-py3-none",
         "torchplug_testing-0.1.0-py3-none",
@@ -182,7 +182,7 @@ def test_release_files_are_publishable(release_dist: Path) -> None:
     with zipfile.ZipFile(core) as archive:
         metadata = archive.read("torchplug-0.1.0.dist-info/METADATA").decode()
         assert not [n for n in archive.namelist() if ".libs/" in n]  # nothing grafted
-    assert "Requires-Python: >=3.10" in metadata
+    assert "Requires-Python: >=3.11" in metadata
     assert "Requires-Dist: torch<2.16,>=2.15.0" in metadata
 
 
@@ -293,7 +293,7 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
     project = tmp_path / "torch_bar"
     uv = shutil.which("uv")
     run(uv, "build", *links, "-o", tmp_path / "dist", cwd=project, env=outside_env())
-    wheel = next((tmp_path / "dist").glob("torch_bar-0.1.0-cp310-abi3-*.whl"))
+    wheel = next((tmp_path / "dist").glob("torch_bar-0.1.0-cp311-abi3-*.whl"))
     uv_install(python, *links, wheel, cwd=tmp_path)
     out = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=project)
     assert " passed" in out
@@ -318,7 +318,7 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("version", ["3.10", "3.12", "3.13"])
+@pytest.mark.parametrize("version", ["3.12", "3.13"])
 def test_wheels_on_another_cpython(release_dist: Path, tmp_path: Path, version: str) -> None:
     """The core's wheel for `version`, with the abi3 and pure wheels of the
     session's build: the devices, the npu operators and the conformance suite work."""

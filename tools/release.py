@@ -1,6 +1,6 @@
 """Release tooling for the torchplug distributions: build publishable files, set versions.
 
-    uv run tools/release.py build [--out dist] [--python 3.10 --python 3.11 ...]
+    uv run tools/release.py build [--out dist] [--python 3.12 --python 3.13 ...]
     uv run tools/release.py version 0.2.0
     uv run tools/release.py check dist
     uv run tools/release.py publish dist [--repository-url URL]
@@ -57,7 +57,7 @@ DISTRIBUTIONS = (
 )
 # Python versions the core's wheels are built for by default: the ones torch's
 # wheels support and this project tests (see README, "Supported Pythons").
-DEFAULT_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+DEFAULT_PYTHONS = ("3.11", "3.12", "3.13")
 
 
 def run(*command: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:

@@ -66,12 +66,7 @@ class Backend:
         return _activate(self)
 
 
-class BackendState(str, enum.Enum):
-    # enum.StrEnum's behaviour on Python 3.10 as well: a member prints and
-    # formats as its value.
-    __str__ = str.__str__
-    __format__ = str.__format__
-
+class BackendState(enum.StrEnum):
     ACTIVE = "active"
     DISABLED = "disabled"
     LOST_PRIVATEUSE1 = "inactive"

@@ -1,7 +1,7 @@
 # CMake package for the native extensions of torchplug backends (and of the
 # core itself). In a plugin's CMakeLists.txt:
 #
-#   find_package(Python 3.10 REQUIRED COMPONENTS Interpreter Development.Module)
+#   find_package(Python 3.11 REQUIRED COMPONENTS Interpreter Development.Module)
 #   execute_process(COMMAND "${Python_EXECUTABLE}" -c "import torchplug; print(torchplug.get_cmake_dir())"
 #                   OUTPUT_VARIABLE torchplug_DIR OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
 #   find_package(torchplug CONFIG REQUIRED)
@@ -70,18 +70,18 @@ endfunction()
 #
 #   torchplug_add_extension(<target> [PY_LIMITED_API] <source>...)
 #
-# PY_LIMITED_API builds against Python's stable ABI (3.10 and later): one
+# PY_LIMITED_API builds against Python's stable ABI (3.11 and later): one
 # module, `<target>.abi3.so`, for every CPython, which suits a module that
 # uses only Python's limited C API (no pybind11, no torch/csrc Python
-# headers); set `wheel.py-api = "cp310"` in [tool.scikit-build] to tag the
-# wheel cp310-abi3. Without it the module is built for the running CPython.
+# headers); set `wheel.py-api = "cp311"` in [tool.scikit-build] to tag the
+# wheel cp311-abi3. Without it the module is built for the running CPython.
 # On x86-64 Linux the module keeps to the glibc and libstdc++ symbol versions
 # of torch's own wheels (manylinux_2_28, see manylinux_compat.h).
 function(torchplug_add_extension target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "PY_LIMITED_API" "" "")
   if(arg_PY_LIMITED_API)
     Python_add_library(${target} MODULE ${arg_UNPARSED_ARGUMENTS})
-    target_compile_definitions(${target} PRIVATE Py_LIMITED_API=0x030A0000)
+    target_compile_definitions(${target} PRIVATE Py_LIMITED_API=0x030B0000)
     set_target_properties(${target} PROPERTIES SUFFIX ".abi3.so")
   else()
     Python_add_library(${target} MODULE WITH_SOABI ${arg_UNPARSED_ARGUMENTS})

@@ -22,17 +22,12 @@ entry can be removed.
 from __future__ import annotations
 
 import re
-import sys
+import tomllib
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 
 from torchplug_testing import EXPECTATIONS_ENTRY_POINTS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, from PyPI
-    import tomli as tomllib
 
 FILE_NAME = "conformance.toml"
 OPINFO_MODES = ("forward", "backward")
