@@ -10,6 +10,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
+#include "aten/backend.h"
 #include "aten/library_registry.h"
 
 namespace torchplug {
@@ -28,9 +29,11 @@ Tensor binary_cross_entropy_refused(const Tensor&, const Tensor&, const std::opt
               "loss outside the autocast region.");
 }
 
+}  // namespace
+
 // The macros from ATen/autocast_mode.h register on a library named `m`.
 template <c10::DeviceType kType>
-void register_policies(torch::Library& m) {
+void register_autocast_policies(torch::Library& m) {
 #define TORCHPLUG_LOWER_PRECISION(...) KERNEL(kType, __VA_ARGS__, lower_precision_fp)
 #define TORCHPLUG_FP32(...) KERNEL(kType, __VA_ARGS__, fp32)
 #define TORCHPLUG_FP32_SET_OPT_DTYPE(...) KERNEL(kType, __VA_ARGS__, fp32_set_opt_dtype)
@@ -49,25 +52,17 @@ void register_policies(torch::Library& m) {
   m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_refused));
 }
 
-}  // namespace
+template void register_autocast_policies<c10::DeviceType::PrivateUse1>(torch::Library&);
+template void register_autocast_policies<c10::DeviceType::HPU>(torch::Library&);
 
-void register_autocast(c10::DeviceType type) {
-  register_once(type, [type] {
-    const c10::DispatchKey key = at::autocast::get_autocast_dispatch_key_from_device_type(type);
+void register_autocast(const BackendIdentity& backend) {
+  register_once(backend.type, [&backend] {
+    const c10::DispatchKey key = backend.autocast_key;
     // Operators without a policy run unchanged.
     auto passthrough = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
     passthrough->fallback(torch::CppFunction::makeFallthrough());
     auto policies = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
-    switch (type) {
-      case c10::DeviceType::PrivateUse1:
-        register_policies<c10::DeviceType::PrivateUse1>(*policies);
-        break;
-      case c10::DeviceType::HPU:
-        register_policies<c10::DeviceType::HPU>(*policies);
-        break;
-      default:
-        TORCH_CHECK(false, "torchplug has no autocast support for device type ", type, ".");
-    }
+    backend.kind->register_autocast_policies(*policies);
     Libraries libraries;
     libraries.push_back(std::move(passthrough));
     libraries.push_back(std::move(policies));

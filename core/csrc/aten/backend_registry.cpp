@@ -1,37 +1,139 @@
 #include "aten/backend.h"
 
 #include <array>
+#include <stdexcept>
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <ATen/autocast_mode.h>
+
+#include "aten/attention.h"
+#include "aten/autocast.h"
+#include "aten/device_allocator.h"
+#include "aten/device_guard.h"
+#include "aten/hooks.h"
+#include "aten/host_allocator.h"
+#include "aten/kernels.h"
+#include "aten/kineto_profiler.h"
+#include "aten/profiler_stubs.h"
+#include "aten/shallow_copy.h"
 
 namespace torchplug {
 namespace {
 
+void register_privateuse1_specifics() {
+  register_privateuse1_profiler();
+  register_privateuse1_profiler_stubs();
+  register_shallow_copy_compatibility();
+  register_privateuse1_attention();
+}
+
+// Every difference between a PrivateUse1 and an HPU backend.
+const std::array<DeviceKind, 2> kDeviceKinds{{
+    {c10::DeviceType::PrivateUse1, "privateuse1", &register_privateuse1_hooks,
+     "PrivateUse1 hooks were already registered by another library (a backend not built on torchplug); only one "
+     "PrivateUse1 backend can be active per process.",
+     &register_autocast_policies<c10::DeviceType::PrivateUse1>, &register_privateuse1_specifics,
+     /*iterator_sees_data=*/true},
+    {c10::DeviceType::HPU, "hpu", &register_hpu_hooks,
+     "HPU hooks were already registered by another library (e.g. a real habana_frameworks); only one HPU "
+     "integration can be active per process.",
+     &register_autocast_policies<c10::DeviceType::HPU>, nullptr, /*iterator_sees_data=*/false},
+}};
+
+const DeviceKind& device_kind(const std::string& key_name) {
+  for (const DeviceKind& kind : kDeviceKinds) {
+    if (key_name == kind.key_name) {
+      return kind;
+    }
+  }
+  throw std::invalid_argument("Unsupported dispatch key '" + key_name + "': use 'privateuse1' or 'hpu'.");
+}
+
 constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 constexpr size_t kMaxDevices = runtime::Platform::kMaxDevices;
 
-std::array<runtime::Platform*, kDeviceTypes> platforms{};
+// Written once per device type, at registration; never freed (kernels may
+// run during exit).
+std::array<const BackendIdentity*, kDeviceTypes> backends{};
 thread_local std::array<std::array<c10::StreamId, kMaxDevices>, kDeviceTypes> current_stream_ids{};
 // Resolved runtime streams for current_stream_ids, so the per-kernel stream
 // check is a load and an atomic compare.
 thread_local std::array<std::array<runtime::Stream*, kMaxDevices>, kDeviceTypes> current_streams{};
 
+const BackendIdentity* make_identity(const DeviceKind& kind, runtime::Platform& platform) {
+  const c10::Device device(kind.type);
+  const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, std::nullopt, device);
+  return new BackendIdentity{platform.name(),
+                             &kind,
+                             kind.type,
+                             key,
+                             c10::getAutogradKeyFromBackend(c10::toBackendComponent(key)),
+                             c10::computeDispatchKey(std::nullopt, c10::kSparse, device),
+                             c10::computeDispatchKey(std::nullopt, c10::kSparseCsr, device),
+                             at::autocast::get_autocast_dispatch_key_from_device_type(kind.type),
+                             c10::DispatchKeySet(key),
+                             &platform};
+}
+
 }  // namespace
 
-runtime::Platform* find_platform(c10::DeviceType type) {
-  return platforms[static_cast<size_t>(type)];
+const BackendIdentity& register_backend(const std::string& key_name, const std::string& platform_name) {
+  const DeviceKind& kind = device_kind(key_name);
+  runtime::Platform& platform = runtime::Platform::get(platform_name);
+  const BackendIdentity*& slot = backends[static_cast<size_t>(kind.type)];
+  if (slot != nullptr && slot->platform != &platform) {
+    throw std::runtime_error("Device type " + key_name + " is already served by '" + slot->name + "'.");
+  }
+  if (!kind.register_hooks()) {
+    throw std::runtime_error(kind.hooks_taken);
+  }
+  if (slot == nullptr) {
+    slot = make_identity(kind, platform);
+  }
+  const BackendIdentity& identity = *slot;
+  device_allocator(identity.type);
+  register_host_allocator(identity.type);
+  register_device_guard(identity.type);
+  register_kernels(identity);
+  register_autocast(identity);
+  if (kind.register_type_specific != nullptr) {
+    kind.register_type_specific();
+  }
+  return identity;
 }
 
-runtime::Platform& platform_for(c10::DeviceType type) {
-  runtime::Platform* platform = find_platform(type);
-  TORCH_CHECK(platform != nullptr, "No torchplug backend is registered for device type ",
+const BackendIdentity* find_backend(c10::DeviceType type) { return backends[static_cast<size_t>(type)]; }
+
+const BackendIdentity& backend(c10::DeviceType type) {
+  const BackendIdentity* found = find_backend(type);
+  TORCH_CHECK(found != nullptr, "No torchplug backend is registered for device type ",
               c10::DeviceTypeName(type, /*lower_case=*/true),
               ". Install the backend's package, or check `torchplug doctor` for why it is inactive.");
-  return *platform;
+  return *found;
 }
 
-void bind_platform(c10::DeviceType type, runtime::Platform& platform) {
-  platforms[static_cast<size_t>(type)] = &platform;
+namespace {
+
+const BackendIdentity* find_backend_named(const std::string& name) {
+  for (const BackendIdentity* identity : backends) {
+    if (identity != nullptr && (name == identity->name || name == identity->kind->key_name)) {
+      return identity;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const BackendIdentity& backend(const std::string& name) {
+  const BackendIdentity* found = find_backend_named(name);
+  TORCH_CHECK(found != nullptr, "No torchplug backend is registered as '", name,
+              "'. Install the backend's package, or check `torchplug doctor` for why it is inactive.");
+  return *found;
+}
+
+runtime::Platform& platform_named(const std::string& name) {
+  const BackendIdentity* found = find_backend_named(name);
+  return found != nullptr ? *found->platform : runtime::Platform::get(name);
 }
 
 c10::DeviceIndex checked_device_index(c10::DeviceType type, c10::DeviceIndex index) {
@@ -65,9 +167,10 @@ runtime::Stream& runtime_stream(c10::Stream stream) {
 void wait_for_current_stream(c10::Device device) {
   const auto type_slot = static_cast<size_t>(device.type());
   runtime::Stream*& stream = current_streams[type_slot][device.index()];
-  if (stream == nullptr || platforms[type_slot]->in_bad_fork()) {
-    translate_runtime_errors([&] { platforms[type_slot]->check_usable(); });
-    stream = &platforms[type_slot]->default_stream(device.index());
+  runtime::Platform& platform = *backends[type_slot]->platform;
+  if (stream == nullptr || platform.in_bad_fork()) {
+    translate_runtime_errors([&] { platform.check_usable(); });
+    stream = &platform.default_stream(device.index());
   }
   if (!stream->query()) {
     translate_runtime_errors([&] { stream->synchronize(); });

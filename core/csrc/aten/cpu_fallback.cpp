@@ -24,12 +24,12 @@ struct Aliased {
 
 struct CallState {
   const c10::OperatorHandle& op;
-  std::optional<c10::Device> device;  // the device the call runs on
+  KernelDevice operands;          // the arguments' devices
+  c10::Device device{c10::kCPU};  // the device the call runs on, once found
   c10::SmallVector<Aliased, 4> aliased;
   bool has_generator_arg = false;
   int generator_slot = -1;
-  bool host_tensor_seen = false;  // a non-scalar CPU tensor among the arguments
-  bool sparse_kernel = false;     // the call runs a SparseCPU or SparseCsrCPU kernel
+  bool sparse_kernel = false;  // the call runs a SparseCPU or SparseCsrCPU kernel
 };
 
 bool is_index_argument(const c10::Argument& argument, const at::Tensor& tensor) {
@@ -40,17 +40,8 @@ bool is_index_argument(const c10::Argument& argument, const at::Tensor& tensor) 
 }
 
 void note_device(CallState& state, const at::Tensor& tensor, const c10::Argument& argument) {
-  const c10::Device device = tensor.device();
-  if (device.is_cpu()) {
-    if (tensor.dim() > 0 && !is_index_argument(argument, tensor)) {
-      state.host_tensor_seen = true;
-    }
-    return;
-  }
-  if (!state.device.has_value()) {
-    state.device = device;
-  } else if (*state.device != device) {
-    different_devices(state.op.schema().name().c_str(), *state.device, device);
+  if (!(tensor.device().is_cpu() && is_index_argument(argument, tensor))) {
+    state.operands.note(tensor);
   }
 }
 
@@ -126,8 +117,8 @@ c10::IValue convert_argument(CallState& state, const c10::Argument& argument, c1
     const c10::Device device = value.toDevice();
     if (find_platform(device.type()) != nullptr) {
       const c10::Device indexed(device.type(), checked_device_index(device.type(), device.index()));
-      if (!state.device.has_value()) {
-        state.device = indexed;
+      if (!state.operands.found()) {
+        state.operands.note(indexed);
       }
       return c10::IValue(c10::Device(c10::kCPU));
     }
@@ -156,14 +147,14 @@ at::Tensor to_device(const CallState& state, const at::Tensor& result) {
     }
   }
   if (is_sparse_layout(result)) {
-    return sparse_to_device(result, *state.device, [&state](const at::Tensor& part) { return to_device(state, part); });
+    return sparse_to_device(result, state.device, [&state](const at::Tensor& part) { return to_device(state, part); });
   }
   for (const Aliased& entry : state.aliased) {
     if (entry.strided() && result.storage().unsafeGetStorageImpl() == entry.alias.storage().unsafeGetStorageImpl()) {
       return device_view(entry.original.storage(), result, entry.original.key_set());
     }
   }
-  return adopt_host_tensor(result, *state.device);
+  return adopt_host_tensor(result, state.device);
 }
 
 // Writes back what a kernel did to a mutable argument's metadata (resize,
@@ -208,7 +199,8 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
   const size_t num_arguments = arguments.size();
   const size_t first = stack->size() - num_arguments;
   const c10::DispatchKeySet cpu_keys = host_keys(keys);
-  CallState state{op, std::nullopt, {}, false, -1, false, cpu_keys != c10::DispatchKeySet(c10::DispatchKey::CPU)};
+  CallState state{op, KernelDevice(schema.name().c_str())};
+  state.sparse_kernel = cpu_keys != c10::DispatchKeySet(c10::DispatchKey::CPU);
 
   for (size_t i = 0; i < num_arguments; ++i) {
     c10::IValue& slot = (*stack)[first + i];
@@ -217,15 +209,11 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
       state.generator_slot = static_cast<int>(i);
     }
   }
-  TORCH_CHECK(state.device.has_value(), "Operator ", schema.name(),
-              " reached a simulated device without a device tensor or device argument.");
-  if (state.host_tensor_seen) {
-    different_devices(schema.name().c_str(), *state.device, c10::Device(c10::kCPU));
-  }
+  state.device = state.operands.device();
 
   // Random ops without an explicit generator draw from the device's default one.
   if (state.generator_slot >= 0 && (*stack)[first + state.generator_slot].isNone()) {
-    (*stack)[first + state.generator_slot] = c10::IValue(engine_of(default_generator(*state.device)));
+    (*stack)[first + state.generator_slot] = c10::IValue(engine_of(default_generator(state.device)));
   }
 
   {
@@ -237,7 +225,7 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
         }
       }
     }
-    const KernelLaunch launch(schema.name().c_str(), *state.device, accessed);
+    const KernelLaunch launch(schema.name().c_str(), state.device, accessed);
     op.redispatchBoxed(cpu_keys, stack);
     for (const Aliased& entry : state.aliased) {
       if (entry.mutable_arg) {

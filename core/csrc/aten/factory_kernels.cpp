@@ -11,6 +11,7 @@
 #include "aten/backend.h"
 #include "aten/device_allocator.h"
 #include "aten/host_alias.h"
+#include "aten/kernel_launch.h"
 
 namespace torchplug {
 namespace {
@@ -64,21 +65,6 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                                            device_key_set(dev.type()), c10::dtype_or_default(dtype));
 }
 
-// Grows `storage` to at least `nbytes`, keeping its contents.
-void ensure_storage_bytes(const c10::Storage& storage, size_t nbytes) {
-  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
-  if (nbytes <= impl->nbytes()) {
-    return;
-  }
-  TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
-  c10::DataPtr fresh = impl->allocator()->allocate(nbytes);
-  if (impl->nbytes() > 0) {
-    platform_for(storage.device_type()).memcpy(fresh.get(), impl->data(), impl->nbytes());
-  }
-  impl->set_data_ptr_noswap(std::move(fresh));
-  impl->set_nbytes(nbytes);
-}
-
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   c10::DeviceGuard guard(self.device());
@@ -91,7 +77,9 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   if (impl->numel() > 0) {
     const size_t needed = at::detail::computeStorageNbytes(size, impl->strides(), self.dtype().itemsize(),
                                                            impl->storage_offset());
-    ensure_storage_bytes(self.storage(), needed);
+    if (needed > self.storage().nbytes()) {
+      resize_storage_bytes(self.storage(), needed);
+    }
   }
   return self;
 }

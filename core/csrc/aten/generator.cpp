@@ -19,8 +19,7 @@ namespace {
 class DeviceGenerator final : public c10::GeneratorImpl {
  public:
   DeviceGenerator(c10::Device device, uint64_t seed)
-      : c10::GeneratorImpl(device, c10::DispatchKeySet(c10::computeDispatchKey(
-                                       std::nullopt, std::nullopt, device))),
+      : c10::GeneratorImpl(device, backend(device.type()).dense_keys),
         engine_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
 
   void set_current_seed(uint64_t seed) override { engine_.set_current_seed(seed); }

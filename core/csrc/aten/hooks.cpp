@@ -7,6 +7,7 @@
 #include "aten/backend.h"
 #include "aten/generator.h"
 #include "aten/host_allocator.h"
+#include "aten/kernel_launch.h"
 
 namespace torchplug {
 namespace {
@@ -62,15 +63,7 @@ struct SimulatedHooks : public Interface {
 struct SimulatedPrivateUse1Hooks final
     : public SimulatedHooks<at::PrivateUse1HooksInterface, c10::DeviceType::PrivateUse1> {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
-    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
-    TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
-    c10::DataPtr fresh = impl->allocator()->allocate(new_bytes);
-    const size_t keep = std::min(new_bytes, impl->nbytes());
-    if (keep > 0) {
-      platform_for(c10::DeviceType::PrivateUse1).memcpy(fresh.get(), impl->data(), keep);
-    }
-    impl->set_data_ptr_noswap(std::move(fresh));
-    impl->set_nbytes(new_bytes);
+    resize_storage_bytes(storage, new_bytes);
   }
 };
 

@@ -11,9 +11,7 @@
 
 namespace torchplug {
 
-c10::DispatchKeySet device_key_set(c10::DeviceType type) {
-  return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, std::nullopt, c10::Device(type)));
-}
+c10::DispatchKeySet device_key_set(c10::DeviceType type) { return backend(type).dense_keys; }
 
 namespace {
 

@@ -83,22 +83,14 @@ class PinnedHostAllocator final : public at::HostAllocator {
 
   void reset_accumulated_stats() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto* stat : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
-      stat->reset_accumulated();
-    }
-    stats_.host_alloc_time.reset_accumulated();
-    stats_.host_free_time.reset_accumulated();
+    for_each_stat([](auto& stat) { stat.reset_accumulated(); });
     stats_.num_host_alloc = 0;
     stats_.num_host_free = 0;
   }
 
   void reset_peak_stats() override {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto* stat : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
-      stat->reset_peak();
-    }
-    stats_.host_alloc_time.reset_peak();
-    stats_.host_free_time.reset_peak();
+    for_each_stat([](auto& stat) { stat.reset_peak(); });
   }
 
   // Returns the block to the cache if this allocator made it.
@@ -115,6 +107,16 @@ class PinnedHostAllocator final : public at::HostAllocator {
   }
 
  private:
+  // Calls `visit` on every statistic with a peak (counts and durations); with mutex_ held.
+  template <typename Visit>
+  void for_each_stat(Visit visit) {
+    for (auto* stat : {&stats_.active_requests, &stats_.active_bytes, &stats_.allocations, &stats_.allocated_bytes}) {
+      visit(*stat);
+    }
+    visit(stats_.host_alloc_time);
+    visit(stats_.host_free_time);
+  }
+
   void* take_cached(size_t nbytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = cached_.find(nbytes);

@@ -33,6 +33,7 @@
 #include <ATen/ops/threshold_backward_ops.h>
 #include <torch/library.h>
 
+#include "aten/backend.h"
 #include "aten/host_alias.h"
 #include "aten/kernel_launch.h"
 #include "runtime/memory_guard.h"
@@ -41,24 +42,13 @@ namespace torchplug {
 namespace {
 
 struct HostCall {
-  const char* op_name;
-  std::optional<c10::Device> device;
-  bool host_tensor_seen = false;
+  KernelDevice operands;
   std::vector<const void*> accessed;  // strict mode only
 
   at::Tensor alias(const at::Tensor& tensor) {
-    if (!tensor.defined()) {
+    operands.note(tensor);
+    if (!tensor.defined() || tensor.device().is_cpu()) {
       return tensor;
-    }
-    const c10::Device tensor_device = tensor.device();
-    if (tensor_device.is_cpu()) {
-      host_tensor_seen = host_tensor_seen || tensor.dim() > 0;
-      return tensor;
-    }
-    if (!device.has_value()) {
-      device = tensor_device;
-    } else if (*device != tensor_device) {
-      different_devices(op_name, *device, tensor_device);
     }
     if (runtime::strict_mode()) {
       accessed.push_back(tensor.storage().data());
@@ -82,14 +72,10 @@ struct HostCall {
 // raw CPU result together with the device the call runs on.
 template <typename Op, typename... Args>
 auto run_on_host(c10::Device& device, Args&&... args) {
-  HostCall host{Op::name};
+  HostCall host{KernelDevice(Op::name)};
   auto host_args = std::tuple<decltype(host.convert(std::forward<Args>(args)))...>{
       host.convert(std::forward<Args>(args))...};
-  TORCH_CHECK(host.device.has_value(), Op::name, " reached a simulated device without a device tensor.");
-  if (host.host_tensor_seen) {
-    different_devices(Op::name, *host.device, c10::Device(c10::kCPU));
-  }
-  device = *host.device;
+  device = host.operands.device();
   const KernelLaunch launch(Op::name, device, host.accessed);
   return std::apply(
       [](auto&&... converted) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), converted...); },
@@ -118,15 +104,15 @@ struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
   }
 };
 
-// Both operands on one PrivateUse1 device (TensorIterator leaves the data
-// pointers of HPU operands unset, as for lazy devices), dense, of one dtype
+// Both operands on one device whose data pointers TensorIterator hands out
+// (DeviceKind::iterator_sees_data), dense, of one dtype
 // (the CPU loops expect their inputs cast already, and TensorIterator casts
 // only CPU tensors), outside strict mode (whose kernels get memory access only
 // within a scope around host aliases). Anything else, a CPU scalar or a second
 // device among them, takes the aliasing path, which also raises the
 // same-device errors.
 bool loops_run_on_device_tensors(const at::Tensor& self, const at::Tensor& other) {
-  return self.device() == other.device() && self.device().type() == c10::DeviceType::PrivateUse1 &&
+  return self.device() == other.device() && backend(self.device().type()).kind->iterator_sees_data &&
          self.scalar_type() == other.scalar_type() && self.layout() == c10::kStrided &&
          other.layout() == c10::kStrided && !runtime::strict_mode();
 }

@@ -55,7 +55,36 @@ class KernelLaunch {
 // The storages of the device tensors among `tensors`, in strict mode only.
 std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*> tensors);
 
-// torch's error for operands on two devices, naming the operator.
-[[noreturn]] void different_devices(const char* op, c10::Device first, c10::Device second);
+// The device a kernel runs on, found from its operands. As in torch's own
+// device kernels, every device operand must be on it, and no host operand but
+// a scalar may join them: the CPU kernel underneath would read a host operand
+// happily (device memory is host memory) and hide a device mix-up the user
+// must see. Raises torch's same-device error, naming the operator.
+class KernelDevice {
+ public:
+  explicit KernelDevice(const char* op) : op_(op) {}
+
+  // An operand: undefined ones and 0-dim CPU ones (scalars) do not count.
+  void note(const at::Tensor& tensor);
+  // An operand, checked as torch's generated device checks of CUDA kernels
+  // do: every defined operand, CPU scalars included, must be on the first
+  // one's device, and the error names the `argument`.
+  void note(const at::Tensor& tensor, const char* argument);
+  // A device the kernel must run on (a device operand's, a device argument's).
+  void note(c10::Device device);
+  bool found() const { return device_.has_value(); }
+  // The device, once every operand is noted.
+  c10::Device device() const;
+
+ private:
+  const char* op_;
+  std::optional<c10::Device> device_;
+  bool host_operand_ = false;
+};
+
+// Resizes a device storage to `nbytes` bytes, keeping what fits of its
+// contents (resize_, Storage.resize_): a fresh allocation on the storage's
+// device, filled by a copy that is a kernel of that device.
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
 
 }  // namespace torchplug

@@ -1,10 +1,11 @@
 #pragma once
-#include <c10/core/DeviceType.h>
 
 namespace torchplug {
 
+struct BackendIdentity;
+
 // Registers the native kernels (allocation, views, copies) and the aliasing
-// CPU fallback for every other operator on `type`'s dispatch key.
-void register_kernels(c10::DeviceType type);
+// CPU fallback for every other operator on `backend`'s dispatch keys.
+void register_kernels(const BackendIdentity& backend);
 
 }  // namespace torchplug

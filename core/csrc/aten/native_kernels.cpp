@@ -11,7 +11,8 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/TensorIterator.h>
-#include <ATen/core/op_registration/adaption.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/addmm_native.h>
 #include <ATen/ops/mm_native.h>
@@ -19,9 +20,11 @@
 #include <torch/library.h>
 
 #include "aten/backend.h"
+#include "aten/cpu_fallback.h"
 #include "aten/device_allocator.h"
 #include "aten/host_alias.h"
 #include "aten/kernel_launch.h"
+#include "runtime/memory_guard.h"
 
 namespace torchplug {
 namespace {
@@ -62,22 +65,35 @@ struct OnDevice final : CpuKernel {
   std::array<at::Tensor, Outputs> outputs;
 };
 
-// The device a kernel runs on. As in torch's own device kernels, every operand
-// must be on it: the CPU kernel underneath would happily read a host operand
-// (device memory is host memory) and hide a device mix-up the user must see.
+// The device a kernel runs on (see KernelDevice).
 c10::Device common_device(const char* op, std::initializer_list<std::pair<const at::Tensor*, const char*>> operands) {
-  std::optional<c10::Device> device;
-  for (const auto& [tensor, name] : operands) {
-    c10::impl::check_and_update_common_device(device, *tensor, op, name);
+  KernelDevice where(op);
+  for (const auto& [tensor, argument] : operands) {
+    where.note(*tensor, argument);
   }
-  TORCH_CHECK(device.has_value() && !device->is_cpu(), op, " reached a simulated device without a device tensor.");
-  return *device;
+  return where.device();
+}
+
+// In strict mode the CPU kernel runs over host aliases, through the CPU
+// fallback: over the device tensors themselves, what it allocates on the way
+// (a resolved conjugate, a contiguous copy) would be device memory outside
+// the launch's grant.
+template <typename... Args>
+at::Tensor through_fallback(const char* op_name, c10::Device device, const Args&... args) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(op_name, "");
+  torch::jit::Stack stack;
+  torch::jit::push(stack, args...);
+  aliasing_cpu_fallback(op, device_key_set(device.type()), &stack);
+  return torch::jit::pop(stack).toTensor();
 }
 
 #define TORCHPLUG_BINARY_KERNEL(name, CpuKernel, other_name)                                       \
   at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                               \
     const c10::Device device =                                                                     \
         common_device("aten::" #name, {{&self, "self"}, {&other, other_name}});                   \
+    if (runtime::strict_mode()) {                                                                  \
+      return through_fallback("aten::" #name, device, self, other);                                \
+    }                                                                                              \
     OnDevice<CpuKernel> op(device);                                                                \
     op.meta(self, other);                                                                          \
     const KernelLaunch launch("aten::" #name, device, touched_memory({&self, &other, &op.outputs[0]})); \
@@ -90,6 +106,9 @@ TORCHPLUG_BINARY_KERNEL(mm, at::native::structured_mm_out_cpu, "mat2")
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                  const c10::Scalar& alpha) {
   const c10::Device device = common_device("aten::addmm", {{&self, "self"}, {&mat1, "mat1"}, {&mat2, "mat2"}});
+  if (runtime::strict_mode()) {
+    return through_fallback("aten::addmm", device, self, mat1, mat2, beta, alpha);
+  }
   OnDevice<at::native::structured_addmm_out_cpu> op(device);
   op.meta(self, mat1, mat2, beta, alpha);
   const KernelLaunch launch("aten::addmm", device, touched_memory({&self, &mat1, &mat2, &op.outputs[0]}));

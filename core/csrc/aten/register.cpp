@@ -86,18 +86,17 @@ void register_native_kernels(torch::Library& library);
 void register_host_kernels(torch::Library& library);
 void register_math_bit_copies();
 
-void register_kernels(c10::DeviceType type) {
+void register_kernels(const BackendIdentity& backend) {
   register_math_bit_copies();
-  register_once(type, [type] {
-    const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, std::nullopt, c10::Device(type));
+  register_once(backend.type, [&backend] {
+    const c10::DispatchKey key = backend.key;
+    const c10::DispatchKey coo_key = backend.sparse_key;
+    const c10::DispatchKey compressed_key = backend.sparse_csr_key;
     auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
     register_factory_kernels(*kernels);
     register_copy_kernels(*kernels);
     register_native_kernels(*kernels);
     register_host_kernels(*kernels);
-    const c10::Device device(type);
-    const c10::DispatchKey coo_key = c10::computeDispatchKey(std::nullopt, c10::kSparse, device);
-    const c10::DispatchKey compressed_key = c10::computeDispatchKey(std::nullopt, c10::kSparseCsr, device);
     auto coo = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", coo_key, __FILE__, __LINE__);
     auto compressed =
         std::make_unique<torch::Library>(torch::Library::IMPL, "aten", compressed_key, __FILE__, __LINE__);

@@ -14,18 +14,10 @@
 #include <c10/core/DeviceType.h>
 #include <c10/util/Exception.h>
 
-#include "aten/attention.h"
-#include "aten/autocast.h"
 #include "aten/backend.h"
 #include "aten/device_allocator.h"
-#include "aten/device_guard.h"
 #include "aten/generator.h"
-#include "aten/hooks.h"
 #include "aten/host_allocator.h"
-#include "aten/kernels.h"
-#include "aten/kineto_profiler.h"
-#include "aten/profiler_stubs.h"
-#include "aten/shallow_copy.h"
 #include "aten/sync_debug.h"
 #include "bindings/kernel_api.h"
 #include "runtime/errors.h"
@@ -37,47 +29,9 @@ namespace py = pybind11;
 namespace torchplug {
 namespace {
 
-c10::DeviceType parse_device_type(const std::string& name) {
-  if (name == "privateuse1") {
-    return c10::DeviceType::PrivateUse1;
-  }
-  if (name == "hpu") {
-    return c10::DeviceType::HPU;
-  }
-  throw std::invalid_argument("Unsupported dispatch key '" + name + "': use 'privateuse1' or 'hpu'.");
-}
-
-// Binds the platform `platform_name` to `device_type` and installs every
-// registration torch needs for it. Idempotent.
-void register_backend(const std::string& device_type, const std::string& platform_name) {
-  const c10::DeviceType type = parse_device_type(device_type);
-  runtime::Platform& platform = runtime::Platform::get(platform_name);
-  if (runtime::Platform* bound = find_platform(type); bound != nullptr && bound != &platform) {
-    throw std::runtime_error("Device type " + device_type + " is already served by '" + bound->name() + "'.");
-  }
-  if (type == c10::DeviceType::PrivateUse1 && !register_privateuse1_hooks()) {
-    throw std::runtime_error(
-        "PrivateUse1 hooks were already registered by another library (a backend not built on "
-        "torchplug); only one PrivateUse1 backend can be active per process.");
-  }
-  if (type == c10::DeviceType::HPU && !register_hpu_hooks()) {
-    throw std::runtime_error(
-        "HPU hooks were already registered by another library (e.g. a real habana_frameworks); "
-        "only one HPU integration can be active per process.");
-  }
-  bind_platform(type, platform);
-  device_allocator(type);
-  register_host_allocator(type);
-  register_device_guard(type);
-  register_kernels(type);
-  register_autocast(type);
-  if (type == c10::DeviceType::PrivateUse1) {
-    register_privateuse1_profiler();
-    register_privateuse1_profiler_stubs();
-    register_shallow_copy_compatibility();
-    register_privateuse1_attention();
-  }
-}
+// The device type of the backend `name` addresses (its device name or its
+// dispatch key: "foo", "privateuse1", "hpu").
+c10::DeviceType device_type_of(const std::string& name) { return backend(name).type; }
 
 // `name`.current, .peak, .allocated and .freed, as torch.cuda's statistics name them.
 void add_stat(py::dict& result, const std::string& name, const c10::CachingAllocator::Stat& stat) {
@@ -88,7 +42,7 @@ void add_stat(py::dict& result, const std::string& name, const c10::CachingAlloc
 }
 
 py::dict device_stats(const std::string& device_type, int device) {
-  const c10::DeviceType type = parse_device_type(device_type);
+  const c10::DeviceType type = device_type_of(device_type);
   const auto stats = device_allocator(type).getDeviceStats(static_cast<c10::DeviceIndex>(device));
   py::dict result;
   auto add = [&](const char* name, const c10::CachingAllocator::StatArray& array) {
@@ -113,7 +67,7 @@ py::dict device_stats(const std::string& device_type, int device) {
 
 // The pinned host allocator's statistics, flat as torch.cuda.host_memory_stats() gives them.
 py::dict host_stats(const std::string& device_type) {
-  const at::HostStats stats = at::getHostAllocator(parse_device_type(device_type))->get_stats();
+  const at::HostStats stats = at::getHostAllocator(device_type_of(device_type))->get_stats();
   py::dict result;
   auto add_duration = [&](const char* name, const c10::CachingAllocator::DurationStat& stat) {
     const std::string prefix = std::string(name) + ".";
@@ -162,28 +116,31 @@ PYBIND11_MODULE(_C, m) {
     }
   });
 
-  m.def("register_backend", &register_backend, py::arg("device_type"), py::arg("platform"));
+  m.def(
+      "register_backend",
+      [](const std::string& device_type, const std::string& platform) { register_backend(device_type, platform); },
+      py::arg("device_type"), py::arg("platform"));
 
   // Runtime (layer 1) controls.
   m.def("configure", [](const std::string& platform, int device_count, size_t capacity) {
-    with_torch_errors([&] { runtime::Platform::get(platform).configure(device_count, capacity); });
+    with_torch_errors([&] { platform_named(platform).configure(device_count, capacity); });
   });
-  m.def("device_count", [](const std::string& platform) { return runtime::Platform::get(platform).device_count(); });
+  m.def("device_count", [](const std::string& platform) { return platform_named(platform).device_count(); });
   m.def("capacity", [](const std::string& platform, int device) {
-    return with_torch_errors([&] { return runtime::Platform::get(platform).capacity(device); });
+    return with_torch_errors([&] { return platform_named(platform).capacity(device); });
   });
-  m.def("is_initialized", [](const std::string& platform) { return runtime::Platform::get(platform).initialized(); });
-  m.def("in_bad_fork", [](const std::string& platform) { return runtime::Platform::get(platform).in_bad_fork(); });
-  m.def("current_device", [](const std::string& platform) { return runtime::Platform::get(platform).current_device(); });
+  m.def("is_initialized", [](const std::string& platform) { return platform_named(platform).initialized(); });
+  m.def("in_bad_fork", [](const std::string& platform) { return platform_named(platform).in_bad_fork(); });
+  m.def("current_device", [](const std::string& platform) { return platform_named(platform).current_device(); });
   m.def("set_device", [](const std::string& platform, int device) {
-    with_torch_errors([&] { runtime::Platform::get(platform).set_current_device(device); });
+    with_torch_errors([&] { platform_named(platform).set_current_device(device); });
   });
   m.def("synchronize", [](const std::string& platform, int device) {
     py::gil_scoped_release no_gil;
-    with_torch_errors([&] { runtime::Platform::get(platform).synchronize(device); });
+    with_torch_errors([&] { platform_named(platform).synchronize(device); });
   });
   m.def("runtime_stats", [](const std::string& platform, int device) {
-    const auto stats = with_torch_errors([&] { return runtime::Platform::get(platform).stats(device); });
+    const auto stats = with_torch_errors([&] { return platform_named(platform).stats(device); });
     py::dict result;
     result["used_bytes"] = stats.used_bytes;
     result["peak_used_bytes"] = stats.peak_used_bytes;
@@ -193,47 +150,47 @@ PYBIND11_MODULE(_C, m) {
     return result;
   });
   m.def("inject_allocation_failures", [](const std::string& platform, int device, int count) {
-    with_torch_errors([&] { runtime::Platform::get(platform).inject_allocation_failures(device, count); });
+    with_torch_errors([&] { platform_named(platform).inject_allocation_failures(device, count); });
   });
   m.def("strict_mode", &runtime::strict_mode);
   m.def("set_strict_mode", &runtime::set_strict_mode);
   m.def("sleep_on_stream", [](const std::string& platform, int device, int64_t stream_id, double milliseconds) {
     runtime::Stream& stream =
-        with_torch_errors([&]() -> runtime::Stream& { return runtime::Platform::get(platform).stream(device, stream_id); });
+        with_torch_errors([&]() -> runtime::Stream& { return platform_named(platform).stream(device, stream_id); });
     stream.enqueue([milliseconds] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(milliseconds)); });
   });
 
   // Torch integration (layer 2) queries.
   m.def("memory_stats", [](const std::string& device_type, int device) { return device_stats(device_type, device); });
-  m.def("empty_cache", [](const std::string& device_type) { device_allocator(parse_device_type(device_type)).emptyCache(); });
+  m.def("empty_cache", [](const std::string& device_type) { device_allocator(device_type_of(device_type)).emptyCache(); });
   m.def("reset_peak_memory_stats", [](const std::string& device_type, int device) {
-    device_allocator(parse_device_type(device_type)).resetPeakStats(static_cast<c10::DeviceIndex>(device));
+    device_allocator(device_type_of(device_type)).resetPeakStats(static_cast<c10::DeviceIndex>(device));
   });
   m.def("reset_accumulated_memory_stats", [](const std::string& device_type, int device) {
-    device_allocator(parse_device_type(device_type)).resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
+    device_allocator(device_type_of(device_type)).resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
   });
   m.def("set_memory_fraction", [](const std::string& device_type, int device, double fraction) {
-    set_memory_fraction(parse_device_type(device_type), static_cast<c10::DeviceIndex>(device), fraction);
+    set_memory_fraction(device_type_of(device_type), static_cast<c10::DeviceIndex>(device), fraction);
   });
   m.def("memory_fraction", [](const std::string& device_type, int device) {
-    return memory_fraction(parse_device_type(device_type), static_cast<c10::DeviceIndex>(device));
+    return memory_fraction(device_type_of(device_type), static_cast<c10::DeviceIndex>(device));
   });
   m.def("mem_get_info", [](const std::string& device_type, int device) {
-    return device_allocator(parse_device_type(device_type)).getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+    return device_allocator(device_type_of(device_type)).getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
-  m.def("device_type_id", [](const std::string& device_type) { return static_cast<int>(parse_device_type(device_type)); });
+  m.def("device_type_id", [](const std::string& device_type) { return static_cast<int>(device_type_of(device_type)); });
   m.def("current_stream_id", [](const std::string& device_type, int device) {
-    const c10::DeviceType type = parse_device_type(device_type);
+    const c10::DeviceType type = device_type_of(device_type);
     return current_stream(c10::Device(type, static_cast<c10::DeviceIndex>(device))).id();
   });
   m.def("set_current_stream", [](const std::string& device_type, int device, int64_t stream_id) {
-    const c10::DeviceType type = parse_device_type(device_type);
+    const c10::DeviceType type = device_type_of(device_type);
     set_current_stream(c10::Stream(c10::Stream::UNSAFE, c10::Device(type, static_cast<c10::DeviceIndex>(device)), stream_id));
   });
 
   // Default generators of each device.
   auto generator = [](const std::string& device_type, int device) -> const at::Generator& {
-    return default_generator(c10::Device(parse_device_type(device_type), static_cast<c10::DeviceIndex>(device)));
+    return default_generator(c10::Device(device_type_of(device_type), static_cast<c10::DeviceIndex>(device)));
   };
   m.def("manual_seed", [generator](const std::string& device_type, int device, uint64_t seed) {
     at::Generator gen = generator(device_type, device);
@@ -266,16 +223,16 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("host_memory_stats", &host_stats);
   m.def("reset_peak_host_memory_stats", [](const std::string& device_type) {
-    at::getHostAllocator(parse_device_type(device_type))->reset_peak_stats();
+    at::getHostAllocator(device_type_of(device_type))->reset_peak_stats();
   });
   m.def("reset_accumulated_host_memory_stats", [](const std::string& device_type) {
-    at::getHostAllocator(parse_device_type(device_type))->reset_accumulated_stats();
+    at::getHostAllocator(device_type_of(device_type))->reset_accumulated_stats();
   });
   m.def("set_sync_debug_mode", [](const std::string& device_type, int mode) {
     TORCH_CHECK(mode >= 0 && mode <= 2, "sync debug mode ", mode, " is not one of 0 (default), 1 (warn), 2 (error).");
-    set_sync_debug_mode(parse_device_type(device_type), static_cast<SyncDebugMode>(mode));
+    set_sync_debug_mode(device_type_of(device_type), static_cast<SyncDebugMode>(mode));
   });
   m.def("sync_debug_mode", [](const std::string& device_type) {
-    return static_cast<int>(sync_debug_mode(parse_device_type(device_type)));
+    return static_cast<int>(sync_debug_mode(device_type_of(device_type)));
   });
 }

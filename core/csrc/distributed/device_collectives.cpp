@@ -152,43 +152,51 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::broadcast(std::vector<at::Tens
                                          getRank());
 }
 
+template <typename CollectiveOptions>
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_in_place(
+    const char* collective, c10d::OpType op_type, std::vector<at::Tensor>& tensors, const CollectiveOptions& opts,
+    bool receives_result, TransportCall<std::vector<at::Tensor>&, const CollectiveOptions&> transport_call) {
+  const Average average = split_average(collective, opts.reduceOp, tensors);
+  auto views = host_views(collective, tensors);
+  agreement_.require(collective, op_type, tensors);
+  auto work = (transport_.get()->*transport_call)(views, with_transport_op(opts, average));
+  return reduction_work(std::move(work), tensors, op_type, receives_result ? average : Average{}, views);
+}
+
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
-  const Average average = split_average("all_reduce", opts.reduceOp, tensors);
-  auto views = host_views("all_reduce", tensors);
-  agreement_.require("all_reduce", c10d::OpType::ALLREDUCE, tensors);
-  auto work = transport_->allreduce(views, with_transport_op(opts, average));
-  return reduction_work(std::move(work), tensors, c10d::OpType::ALLREDUCE, average, views);
+  return reduce_in_place("all_reduce", c10d::OpType::ALLREDUCE, tensors, opts, /*receives_result=*/true,
+                         &c10d::Backend::allreduce);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                       const c10d::AllreduceCoalescedOptions& opts) {
-  const Average average = split_average("all_reduce_coalesced", opts.reduceOp, tensors);
-  auto views = host_views("all_reduce_coalesced", tensors);
-  agreement_.require("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors);
-  auto work = transport_->allreduce_coalesced(views, with_transport_op(opts, average));
-  return reduction_work(std::move(work), tensors, c10d::OpType::ALLREDUCE_COALESCED, average, views);
+  return reduce_in_place("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts,
+                         /*receives_result=*/true, &c10d::Backend::allreduce_coalesced);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
-  const Average average = split_average("reduce", opts.reduceOp, tensors);
-  auto views = host_views("reduce", tensors);
-  agreement_.require("reduce", c10d::OpType::REDUCE, tensors);
-  auto work = transport_->reduce(views, with_transport_op(opts, average));
-  // Only the root receives the sum to divide.
-  const bool is_root = getRank() == opts.rootRank;
-  return reduction_work(std::move(work), tensors, c10d::OpType::REDUCE, is_root ? average : Average{}, views);
+  return reduce_in_place("reduce", c10d::OpType::REDUCE, tensors, opts, /*receives_result=*/getRank() == opts.rootRank,
+                         &c10d::Backend::reduce);
+}
+
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::gather_into_lists(
+    const char* collective, c10d::OpType op_type, std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts,
+    TransportCall<std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&, const c10d::AllgatherOptions&>
+        transport_call) {
+  auto output_views = host_views(collective, outputs);
+  auto input_views = host_views(collective, inputs);
+  agreement_.require(collective, op_type, inputs);
+  return c10::make_intrusive<DeviceWork>((transport_.get()->*transport_call)(output_views, input_views, opts),
+                                         flatten(outputs), op_type, getRank());
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllgatherOptions& opts) {
-  auto output_views = host_views("all_gather", outputs);
-  auto input_views = host_views("all_gather", inputs);
-  agreement_.require("all_gather", c10d::OpType::ALLGATHER, inputs);
-  return c10::make_intrusive<DeviceWork>(transport_->allgather(output_views, input_views, opts), flatten(outputs),
-                                         c10d::OpType::ALLGATHER, getRank());
+  return gather_into_lists("all_gather", c10d::OpType::ALLGATHER, outputs, inputs, opts, &c10d::Backend::allgather);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -203,11 +211,8 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::_allgather_base(at::Tensor& ou
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                       std::vector<at::Tensor>& inputs,
                                                                       const c10d::AllgatherOptions& opts) {
-  auto output_views = host_views("all_gather_coalesced", outputs);
-  auto input_views = host_views("all_gather_coalesced", inputs);
-  agreement_.require("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, inputs);
-  return c10::make_intrusive<DeviceWork>(transport_->allgather_coalesced(output_views, input_views, opts),
-                                         flatten(outputs), c10d::OpType::ALLGATHER_COALESCED, getRank());
+  return gather_into_lists("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, outputs, inputs, opts,
+                           &c10d::Backend::allgather_coalesced);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather_into_tensor_coalesced(

@@ -91,6 +91,22 @@ class DeviceCollectives final : public c10d::Backend {
                                                   const std::vector<std::vector<at::Tensor>>& tensors);
   at::Tensor host_view(const char* collective, const at::Tensor& tensor);
   void check_device(const char* collective, const at::Tensor& tensor);
+  // One of the transport's collectives.
+  template <typename... Args>
+  using TransportCall = c10::intrusive_ptr<c10d::Work> (c10d::Backend::*)(Args...);
+  // A reduction whose result replaces `tensors` (all_reduce, reduce): the
+  // transport sums an average, and the handle divides it where the result
+  // arrives (on every rank, or on the root only: `receives_result`).
+  template <typename CollectiveOptions>
+  c10::intrusive_ptr<c10d::Work> reduce_in_place(
+      const char* collective, c10d::OpType op_type, std::vector<at::Tensor>& tensors, const CollectiveOptions& opts,
+      bool receives_result, TransportCall<std::vector<at::Tensor>&, const CollectiveOptions&> transport_call);
+  // all_gather and its coalesced form.
+  c10::intrusive_ptr<c10d::Work> gather_into_lists(
+      const char* collective, c10d::OpType op_type, std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts,
+      TransportCall<std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&, const c10d::AllgatherOptions&>
+          transport_call);
   // The handle of a reduction; for an average, it divides `host_outputs` by the world size.
   c10::intrusive_ptr<c10d::Work> reduction_work(c10::intrusive_ptr<c10d::Work> transport_work,
                                                 std::vector<at::Tensor> outputs, c10d::OpType op_type,

@@ -302,13 +302,19 @@ bool Platform::is_host_pinned(const void* pointer) const {
 
 Stream& Platform::default_stream(int device_index) { return stream(device_index, 0); }
 
-Stream& Platform::stream(int device_index, int64_t id) {
+Platform::Device& Platform::device_with_streams(int device_index, std::unique_lock<std::mutex>& lock) {
   Device& dev = device(device_index);
   mark_initialized();
-  std::lock_guard<std::mutex> lock(dev.streams_mutex);
+  lock = std::unique_lock<std::mutex>(dev.streams_mutex);
   if (dev.streams.empty()) {
     dev.streams.push_back(std::make_unique<Stream>(device_index, 0, 0));
   }
+  return dev;
+}
+
+Stream& Platform::stream(int device_index, int64_t id) {
+  std::unique_lock<std::mutex> lock;
+  Device& dev = device_with_streams(device_index, lock);
   if (id < 0 || id >= static_cast<int64_t>(dev.streams.size())) {
     throw RuntimeError("Unknown stream id " + std::to_string(id) + " on " + name_ + ":" +
                        std::to_string(device_index) + ".");
@@ -317,12 +323,8 @@ Stream& Platform::stream(int device_index, int64_t id) {
 }
 
 Stream& Platform::pool_stream(int device_index, int priority) {
-  Device& dev = device(device_index);
-  mark_initialized();
-  std::lock_guard<std::mutex> lock(dev.streams_mutex);
-  if (dev.streams.empty()) {
-    dev.streams.push_back(std::make_unique<Stream>(device_index, 0, 0));
-  }
+  std::unique_lock<std::mutex> lock;
+  Device& dev = device_with_streams(device_index, lock);
   if (dev.streams.size() <= kStreamPoolSize) {
     const auto id = static_cast<int64_t>(dev.streams.size());
     dev.streams.push_back(std::make_unique<Stream>(device_index, id, priority));

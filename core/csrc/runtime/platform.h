@@ -87,6 +87,9 @@ class Platform {
   struct Device;
   Device& device(int index);
   const Device& device(int index) const;
+  // The device of `device_index` with its streams locked by `lock`, its
+  // default stream created on first use.
+  Device& device_with_streams(int device_index, std::unique_lock<std::mutex>& lock);
   void mark_initialized();
   static void mark_bad_forks();
 
