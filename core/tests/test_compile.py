@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Callable
 
 import pytest
 import torch
@@ -17,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from device_matrix import active_devices, rerun_as_owner, with_backward
+from torchplug.bench.compile import WORKLOADS, batches, build_model, loss
 
 DEVICES = active_devices()
 
@@ -26,68 +26,10 @@ def _fresh_dynamo() -> None:
     torch._dynamo.reset()
 
 
-def _mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8)
-    )
-
-
-class TinyTransformerLM(nn.Module):
-    """Two decoder layers with tied input/output embeddings."""
-
-    def __init__(self, vocab: int = 50, width: int = 32) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.embed = nn.Embedding(vocab, width)
-        layer = nn.TransformerEncoderLayer(width, 4, 64, dropout=0.0, batch_first=True)
-        self.layers = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab, bias=False)
-        self.head.weight = self.embed.weight
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        causal = nn.Transformer.generate_square_subsequent_mask(
-            tokens.shape[1], device=tokens.device
-        )
-        hidden = self.layers(self.embed(tokens), mask=causal, is_causal=True)
-        return self.head(self.norm(hidden))
-
-
-def _mlp_batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(1)
-    return [
-        (torch.randn(16, 32, generator=generator), torch.randn(16, 8, generator=generator))
-        for _ in range(steps)
-    ]
-
-
-def _lm_batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(2)
-    batches = []
-    for _ in range(steps):
-        tokens = torch.randint(0, 50, (4, 12), generator=generator)
-        batches.append((tokens[:, :-1], tokens[:, 1:]))
-    return batches
-
-
-def _mse(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.mse_loss(model(inputs), targets)
-
-
-def _next_token(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    logits = model(inputs)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
 def _compiled_losses(
-    model: nn.Module,
-    loss_fn: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor],
-    batches: list[tuple[torch.Tensor, torch.Tensor]],
-    device: str,
-    autocast_dtype: torch.dtype | None = None,
+    workload: str, device: str, steps: int, autocast_dtype: torch.dtype | None = None
 ) -> list[float]:
-    model = copy.deepcopy(model).to(device)
+    model = build_model(workload).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
 
     @torch.compile
@@ -95,40 +37,32 @@ def _compiled_losses(
         with torch.autocast(
             device, dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None
         ):
-            loss = loss_fn(model, inputs, targets)
-        loss.backward()
-        return loss.detach()
+            value = loss(workload, model, inputs, targets)
+        value.backward()
+        return value.detach()
 
     losses = []
-    for inputs, targets in batches:
+    for inputs, targets in batches(workload, steps):
         losses.append(step(inputs.to(device), targets.to(device)).item())
         optimizer.step()
         optimizer.zero_grad()
     return losses
 
 
-WORKLOADS = {
-    "mlp": (_mlp, _mse, _mlp_batches),
-    "transformer_lm": (TinyTransformerLM, _next_token, _lm_batches),
-}
-
-
-@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+@pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.parametrize("device", with_backward(DEVICES))
 def test_compiled_training_matches_compiled_cpu(device: str, workload: str) -> None:
-    build, loss_fn, batches = WORKLOADS[workload]
-    model, data = build(), batches(5)
-    expected = _compiled_losses(model, loss_fn, data, "cpu")
+    expected = _compiled_losses(workload, "cpu", 5)
     torch._dynamo.reset()
-    assert _compiled_losses(model, loss_fn, data, device) == pytest.approx(expected, abs=1e-5)
+    assert _compiled_losses(workload, device, 5) == pytest.approx(expected, abs=1e-5)
 
 
 @pytest.mark.parametrize("device", [name for name in DEVICES if name != "hpu"])
 def test_compiled_training_under_bf16_autocast(device: str) -> None:
-    model, data = TinyTransformerLM(), _lm_batches(3)
-    expected = _compiled_losses(model, _next_token, data, "cpu", autocast_dtype=torch.bfloat16)
+    bf16 = torch.bfloat16
+    expected = _compiled_losses("transformer_lm", "cpu", 3, autocast_dtype=bf16)
     torch._dynamo.reset()
-    losses = _compiled_losses(model, _next_token, data, device, autocast_dtype=torch.bfloat16)
+    losses = _compiled_losses("transformer_lm", device, 3, autocast_dtype=bf16)
     assert losses == pytest.approx(expected, abs=2e-2)
 
 
@@ -176,13 +110,14 @@ def _pointwise_and_matmul(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x @ x.T).softmax(-1) + x.sin()
 
 
-@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+@pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_no_graph_break_on_the_device(device: str, workload: str) -> None:
-    build, loss_fn, batches = WORKLOADS[workload]
-    model = build().to(device)
-    inputs, targets = batches(1)[0]
-    explanation = torch._dynamo.explain(loss_fn)(model, inputs.to(device), targets.to(device))
+    model = build_model(workload).to(device)
+    inputs, targets = batches(workload, 1)[0]
+    explanation = torch._dynamo.explain(loss)(
+        workload, model, inputs.to(device), targets.to(device)
+    )
     assert explanation.graph_break_count == 0, explanation.break_reasons
     assert explanation.graph_count == 1
 

@@ -27,7 +27,7 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import", "zoo")
+BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import", "zoo", "compile")
 
 
 def _bench(args: argparse.Namespace) -> int:

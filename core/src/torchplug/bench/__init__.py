@@ -215,6 +215,10 @@ def run(device: str | None, only: list[str], rounds: int, as_json: bool, pin: bo
         from torchplug.bench.zoo import bench_zoo
 
         figures += bench_zoo(device, rounds)
+    if "compile" in only:
+        from torchplug.bench.compile import bench_compile
+
+        figures += bench_compile(device, rounds)
     if "import" in only:
         import_figures, per_backend = bench_import(rounds)
         figures += import_figures
