@@ -22,6 +22,8 @@ _LAUNCH_IMPORT = "from torchplug.inductor.runtime import launch as torchplug_lau
 
 def install(common: types.ModuleType, devices: Callable[[], tuple[str, ...]]) -> None:
     """Register every enabled device whenever Inductor initializes its backends."""
+    global _enabled_devices
+    _enabled_devices = devices
     builtin_registration = common.init_backend_registration
 
     def init_backend_registration() -> None:
@@ -147,9 +149,11 @@ def _wrapper_codegen() -> type:
 
 
 def _registered_devices() -> tuple[str, ...]:
-    from torchplug import inductor
+    return _enabled_devices()
 
-    return inductor.enabled_devices()
+
+# The activated devices, as torchplug.inductor records them (set by install).
+_enabled_devices: Callable[[], tuple[str, ...]] = tuple
 
 
 def _device_op_overrides(name: str) -> Any:

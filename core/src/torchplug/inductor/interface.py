@@ -6,6 +6,7 @@ import functools
 import hashlib
 import types
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ def interface_for(name: str) -> type:
         @staticmethod
         def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
             module.set_stream(
-                module.Stream(
+                torch.Stream(
                     stream_id=stream_id, device_index=device_index, device_type=device_type
                 )
             )
@@ -132,9 +133,7 @@ def interface_for(name: str) -> type:
 def codegen_revision() -> str:
     """Changes whenever the code torchplug generates for compiled graphs may
     change, so that Inductor's caches never serve code from another revision."""
-    from torchplug import __version__
-
-    digest = hashlib.sha256(__version__.encode())
+    digest = hashlib.sha256(metadata.version("torchplug").encode())
     package = Path(__file__).parent
     for source in ("codegen.py", "runtime.py"):
         digest.update((package / source).read_bytes())
