@@ -2,7 +2,6 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty_like.h>
-#include <c10/core/DeviceGuard.h>
 #include <torchplug/kernel_scope.h>
 
 #include "fused_loops.h"
@@ -25,6 +24,13 @@ void check_same(const char* op, const at::Tensor& first, const char* first_name,
               other.scalar_type(), " but ", first_name, " has ", first.scalar_type(), "; cast one of them.");
 }
 
+// A backward's incoming gradient: the input's device, dtype and shape.
+void check_grad(const char* op, const at::Tensor& grad, const at::Tensor& self) {
+  check_same(op, self, "input", grad, "grad");
+  TORCH_CHECK(grad.sizes() == self.sizes(), "npu::", op, ": grad has shape ", grad.sizes(), " but the input has ",
+              self.sizes(), ".");
+}
+
 void check_rms_norm_arguments(const char* op, const at::Tensor& self, const at::Tensor& weight, double eps) {
   check_floating(op, "input", self);
   check_same(op, self, "input", weight, "weight");
@@ -39,7 +45,6 @@ void check_rms_norm_arguments(const char* op, const at::Tensor& self, const at::
 
 at::Tensor fast_gelu(const at::Tensor& self) {
   check_floating("fast_gelu", "input", self);
-  const c10::DeviceGuard guard(self.device());
   const at::Tensor x = self.contiguous();
   at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
   const torchplug::KernelScope scope("npu::fast_gelu", x.device(), {x, y});
@@ -51,10 +56,7 @@ at::Tensor fast_gelu(const at::Tensor& self) {
 
 at::Tensor fast_gelu_backward(const at::Tensor& grad, const at::Tensor& self) {
   check_floating("fast_gelu_backward", "input", self);
-  check_same("fast_gelu_backward", self, "input", grad, "grad");
-  TORCH_CHECK(grad.sizes() == self.sizes(), "npu::fast_gelu_backward: grad has shape ", grad.sizes(),
-              " but the input has ", self.sizes(), ".");
-  const c10::DeviceGuard guard(self.device());
+  check_grad("fast_gelu_backward", grad, self);
   const at::Tensor x = self.contiguous();
   const at::Tensor g = grad.contiguous();
   at::Tensor grad_x = at::empty_like(x, at::MemoryFormat::Contiguous);
@@ -68,7 +70,6 @@ at::Tensor fast_gelu_backward(const at::Tensor& grad, const at::Tensor& self) {
 
 at::Tensor rms_norm(const at::Tensor& self, const at::Tensor& weight, double eps) {
   check_rms_norm_arguments("rms_norm", self, weight, eps);
-  const c10::DeviceGuard guard(self.device());
   const at::Tensor x = self.contiguous();
   const at::Tensor w = weight.contiguous();
   at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
@@ -85,10 +86,7 @@ at::Tensor rms_norm(const at::Tensor& self, const at::Tensor& weight, double eps
 std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, const at::Tensor& self,
                                                      const at::Tensor& weight, double eps) {
   check_rms_norm_arguments("rms_norm_backward", self, weight, eps);
-  check_same("rms_norm_backward", self, "input", grad, "grad");
-  TORCH_CHECK(grad.sizes() == self.sizes(), "npu::rms_norm_backward: grad has shape ", grad.sizes(),
-              " but the input has ", self.sizes(), ".");
-  const c10::DeviceGuard guard(self.device());
+  check_grad("rms_norm_backward", grad, self);
   const at::Tensor x = self.contiguous();
   const at::Tensor w = weight.contiguous();
   const at::Tensor g = grad.contiguous();

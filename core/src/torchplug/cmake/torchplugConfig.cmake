@@ -9,12 +9,27 @@
 #   install(TARGETS _C DESTINATION .)
 #   torchplug_install_build_info(.)
 #
-# Defines TORCH_SDK (the installed torch package), TORCH_BUILD_VERSION,
-# TORCHPLUG_VERSION (the core built against) and TORCHPLUG_INCLUDE_DIR
-# (torchplug/kernel_scope.h).
+# It sets the build up (C++20, hidden symbols, position-independent code,
+# ccache when installed, Python if not found yet) and defines TORCH_SDK (the
+# installed torch package), TORCH_BUILD_VERSION, TORCHPLUG_VERSION (the core
+# built against) and TORCHPLUG_INCLUDE_DIR (torchplug/kernel_scope.h).
 
-if(NOT Python_EXECUTABLE)
-  message(FATAL_ERROR "torchplug: call find_package(Python COMPONENTS Interpreter Development.Module) first.")
+# The build settings every torchplug extension shares, the core's included.
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_VISIBILITY_PRESET hidden)
+set(CMAKE_VISIBILITY_INLINES_HIDDEN ON)
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+
+# ccache, when installed, makes rebuilds in fresh build environments cheap;
+# the fixed torch path set up below is what lets it hit.
+find_program(CCACHE_PROGRAM ccache)
+if(CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")
+endif()
+
+if(NOT TARGET Python::Module)
+  find_package(Python 3.11 REQUIRED COMPONENTS Interpreter Development.Module)
 endif()
 
 get_filename_component(TORCHPLUG_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)
