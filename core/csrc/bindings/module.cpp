@@ -19,6 +19,7 @@
 #include "aten/generator.h"
 #include "aten/host_allocator.h"
 #include "aten/sync_debug.h"
+#include "bindings/compiled_kernels.h"
 #include "bindings/kernel_api.h"
 #include "runtime/errors.h"
 #include "runtime/memory_guard.h"
@@ -102,6 +103,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("TORCH_BUILD_VERSION") = TORCHPLUG_TORCH_BUILD_VERSION;
   // For plugins' native kernels: torchplug/kernel_api.h.
   m.attr("_kernel_api") = kernel_api_capsule();
+  bind_compiled_kernels(m);
 
   py::register_exception_translator([](std::exception_ptr error) {
     try {
