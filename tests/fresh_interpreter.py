@@ -14,6 +14,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from torchplug_testing import child
 from torchplug_testing.child import child_environment
 
@@ -103,20 +105,45 @@ def run_python(
     return child.run_python(code, environment, timeout=timeout)
 
 
-def run_main(
-    module: str, arguments: str, report: Path, *, timeout: float, **env: str
-) -> tuple[dict[str, Any], str]:
-    """Runs ``module.main(ARGUMENTS, report)``, ``module`` one of tests/, in a fresh
-    interpreter; returns the JSON it wrote to ``report`` ({} if none) and its output."""
-    code = f"""
-        import sys
-        from pathlib import Path
+class ChildReports:
+    """Runs ``module.main(ARGUMENTS, report_path)``, ``module`` one of tests/, in a fresh
+    interpreter once per PrivateUse1 owner, on first use, and keeps what it reported:
+    the JSON it wrote ({} if none) and its output."""
 
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        import {module}
+    def __init__(self, module: str, scratch: Path, timeout: float) -> None:
+        self.module = module
+        self.scratch = scratch
+        self.timeout = timeout
+        self._reports: dict[str, tuple[dict[str, Any], str]] = {}
 
-        {module}.main({arguments}, Path({str(report)!r}))
-    """
-    result = run_python(code, timeout=timeout, **env)
-    output = f"(exit code {result.returncode})\n{result.stderr[-6000:]}"
-    return (json.loads(report.read_text()) if report.exists() else {}), output
+    def entry(self, privateuse1: str, arguments: str, key: str, **env: str) -> Any:
+        """The report's ``key``; fails the test, with the child's output, if it has none."""
+        report, output = self.of(privateuse1, arguments, **env)
+        if key not in report:
+            pytest.fail(
+                f"the {self.module} child process with TORCHPLUG_PRIVATEUSE1={privateuse1} "
+                f"did not report {key}:\n{output}"
+            )
+        return report[key]
+
+    def of(self, privateuse1: str, arguments: str, **env: str) -> tuple[dict[str, Any], str]:
+        if privateuse1 not in self._reports:
+            report = self.scratch / f"{self.module}-{privateuse1}.json"
+            code = f"""
+                import sys
+                from pathlib import Path
+
+                sys.path.insert(0, {str(Path(__file__).parent)!r})
+                import {self.module}
+
+                {self.module}.main({arguments}, Path({str(report)!r}))
+            """
+            result = run_python(
+                code, timeout=self.timeout, TORCHPLUG_PRIVATEUSE1=privateuse1, **env
+            )
+            output = f"(exit code {result.returncode})\n{result.stderr[-6000:]}"
+            self._reports[privateuse1] = (
+                json.loads(report.read_text()) if report.exists() else {},
+                output,
+            )
+        return self._reports[privateuse1]

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from fresh_interpreter import run_main
+from fresh_interpreter import ChildReports
 from torchplug.bench.zoo import MODELS, MODELS_BY_NAME
 
 LOSS_TOLERANCE = 1e-5
@@ -56,33 +56,22 @@ class ZooResults:
     """Starts each child run on first use and keeps what it reported."""
 
     def __init__(self, scratch: Path) -> None:
-        self.scratch = scratch
-        self._reports: dict[str, tuple[dict[str, Any], str]] = {}
+        self.children = ChildReports("zoo_models", scratch, CHILD_TIMEOUT_SECONDS)
 
     def of(self, model: str, device: str) -> dict[str, Any]:
         run = next(run for run in CHILD_RUNS if device in run.devices)
-        if run.privateuse1 not in self._reports:
-            self._reports[run.privateuse1] = self._run(run)
-        report, output = self._reports[run.privateuse1]
-        result = report.get(model)
-        if result is None:
-            pytest.fail(f"the zoo child process did not report {model}:\n{output}")
-        if "error" in result:
-            pytest.fail(f"{model} could not be built or run on the CPU: {result['error']}")
-        if device not in result:
-            pytest.fail(f"the zoo child process did not report {model} on {device}:\n{output}")
-        return result[device]
-
-    def _run(self, run: ChildRun) -> tuple[dict[str, Any], str]:
-        return run_main(
-            "zoo_models",
+        result = self.children.entry(
+            run.privateuse1,
             f"{run.devices!r}, set({run.train_on!r})",
-            self.scratch / f"zoo-{run.privateuse1}.json",
-            timeout=CHILD_TIMEOUT_SECONDS,
-            TORCHPLUG_PRIVATEUSE1=run.privateuse1,
+            model,
             HF_HUB_OFFLINE="1",
             HF_HUB_DISABLE_PROGRESS_BARS="1",
         )
+        if "error" in result:
+            pytest.fail(f"{model} could not be built or run on the CPU: {result['error']}")
+        if device not in result:
+            pytest.fail(f"the zoo child process did not report {model} on {device}")
+        return result[device]
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,12 @@ On ``hpu`` the checks that need backward are a strict expected failure.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import zoo_peripherals
 
-from fresh_interpreter import run_main
+from fresh_interpreter import ChildReports
 from torchplug import loader
 from torchplug.backend import BackendState
 
@@ -28,34 +27,11 @@ HPU_BACKWARD_BLOCKED = (
 )
 
 
-class ChildOutcomes:
-    """Runs every check once per device in a child that activates that backend."""
-
-    def __init__(self, scratch: Path) -> None:
-        self.scratch = scratch
-        self._outcomes: dict[str, tuple[dict[str, Any], str]] = {}
-
-    def of(self, name: str, device: str) -> dict[str, Any]:
-        if device not in self._outcomes:
-            self._outcomes[device] = self._run(device)
-        outcomes, output = self._outcomes[device]
-        if name not in outcomes:
-            pytest.fail(f"the child process with {device} did not report {name}:\n{output}")
-        return outcomes[name]
-
-    def _run(self, device: str) -> tuple[dict[str, Any], str]:
-        return run_main(
-            "zoo_peripherals",
-            f"{device!r}, {list(zoo_peripherals.CHECKS)!r}",
-            self.scratch / f"peripherals-{device}.json",
-            timeout=CHILD_TIMEOUT_SECONDS,
-            TORCHPLUG_PRIVATEUSE1=device,
-        )
-
-
 @pytest.fixture(scope="module")
-def child_outcomes(tmp_path_factory: pytest.TempPathFactory) -> ChildOutcomes:
-    return ChildOutcomes(tmp_path_factory.mktemp("peripherals"))
+def child_outcomes(tmp_path_factory: pytest.TempPathFactory) -> ChildReports:
+    """Every check, run once per device in a child that activates that backend."""
+    scratch = tmp_path_factory.mktemp("peripherals")
+    return ChildReports("zoo_peripherals", scratch, CHILD_TIMEOUT_SECONDS)
 
 
 def cases() -> list[Any]:
@@ -73,14 +49,15 @@ def cases() -> list[Any]:
 
 
 @pytest.mark.parametrize(("name", "device"), cases())
-def test_matches_cpu(name: str, device: str, child_outcomes: ChildOutcomes) -> None:
+def test_matches_cpu(name: str, device: str, child_outcomes: ChildReports) -> None:
     status = loader.statuses().get(device)
     if status is None:
         pytest.skip(f"no installed backend provides {device}")
     if status.state is BackendState.ACTIVE:
         zoo_peripherals.CHECKS[name].run(device)
     elif status.state is BackendState.LOST_PRIVATEUSE1:
-        error = child_outcomes.of(name, device)["error"]
+        checks = f"{device!r}, {list(zoo_peripherals.CHECKS)!r}"
+        error = child_outcomes.entry(device, checks, name)["error"]
         assert error is None, f"[in a child process with {device} active]\n{error}"
     else:
         pytest.fail(f"the {device} backend is not usable: {status.reason}")

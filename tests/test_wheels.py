@@ -35,9 +35,9 @@ def clean_venv(root: Path, *wheels: Path) -> tuple[Path, dict[str, str]]:
     return venv / "bin", env
 
 
-def python_lines(bin_dir: Path, code: str, env: dict[str, str]) -> list[str]:
-    """The lines ``code`` prints, run by the clean venv's interpreter outside the workspace."""
-    return run(str(bin_dir / "python"), "-c", code, cwd=bin_dir.parent, env=env).splitlines()
+def python_lines(bin_dir: Path, code: str, env: dict[str, str], cwd: Path) -> list[str]:
+    """The lines ``code`` prints, run by the clean venv's interpreter."""
+    return run(str(bin_dir / "python"), "-c", code, cwd=cwd, env=env).splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +98,7 @@ def test_clean_venv_install_autoloads(wheels: Path, tmp_path: Path) -> None:
         "import torch; print(torch.foo.is_available()); print(repr(torch.ones(2, device='foo') * 3)); "
         "print(repr(torch.ones(1, device='hpu')))",
         env,
+        tmp_path,
     )
     assert printed == [
         "True",
@@ -116,6 +117,7 @@ def test_clean_venv_install_of_the_npu_wheel(wheels: Path, tmp_path: Path) -> No
         "import torch; x = torch.zeros(2, device='npu'); "
         "print(torch.accelerator.current_accelerator(), torch.ops.npu.fast_gelu(x).tolist())",
         {**env, "TORCHPLUG_PRIVATEUSE1": "npu"},
+        tmp_path,
     )
     assert printed == ["npu [0.0, 0.0]"]
 
