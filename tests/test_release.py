@@ -328,7 +328,7 @@ def test_wheels_on_another_cpython(release_dist: Path, tmp_path: Path, version: 
     dist = tmp_path / "dist"
     run(sys.executable, RELEASE, "build", "--only", "torchplug", "--python", version, "--out", dist)
     tag = f"cp{version.replace('.', '')}"
-    core = next(dist.glob(f"torchplug-0.1.0-{tag}-{tag}-manylinux_2_28_x86_64.whl"))
+    core = next(dist.glob(f"torchplug-0.1.0-{tag}-{tag}-*manylinux_2_28_x86_64.whl"))
     python = clean_venv(tmp_path / "venv", interpreter)
     others = [
         next(release_dist.glob(f"{n}-*.whl"))
