@@ -8,7 +8,10 @@
 
 #include "aten/attention.h"
 
+#include <memory>
+
 #include <ATen/native/transformers/attention.h>
+#include <torch/library.h>
 
 namespace torchplug {
 namespace {
@@ -24,6 +27,14 @@ int64_t choice_of_the_cpu(const at::Tensor& query, const at::Tensor& key, const 
 
 void register_privateuse1_attention() {
   at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&choice_of_the_cpu);
+}
+
+// The stub has no HPU slot, and without a kernel the choice would reach the
+// CPU fallback, which torch.compile's fake tensors cannot go through.
+void register_hpu_attention() {
+  static const auto library =
+      std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::HPU, __FILE__, __LINE__);
+  library->impl("_fused_sdp_choice", TORCH_FN(choice_of_the_cpu));
 }
 
 }  // namespace torchplug

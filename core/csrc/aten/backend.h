@@ -33,9 +33,9 @@ struct DeviceKind {
   const char* hooks_taken;
   // torch.autocast's per-operator policies (compile-time per device type).
   void (*register_autocast_policies)(torch::Library& library);
-  // The registries torch offers for PrivateUse1 only (Kineto and the legacy
-  // profiler, shallow-copy compatibility, the fused-attention choice); null
-  // where there are none.
+  // What only this type needs: for PrivateUse1 the registries torch offers
+  // it alone (Kineto and the legacy profiler, shallow-copy compatibility, the
+  // fused-attention choice), for HPU the fused-attention choice as a kernel.
   void (*register_type_specific)();
   // TensorIterator hands out the data pointers of this type's operands (it
   // leaves HPU's unset, as for lazy devices), so binary operators may loop

@@ -36,7 +36,7 @@ const std::array<DeviceKind, 2> kDeviceKinds{{
     {c10::DeviceType::HPU, "hpu", &register_hpu_hooks,
      "HPU hooks were already registered by another library (e.g. a real habana_frameworks); only one HPU "
      "integration can be active per process.",
-     &register_autocast_policies<c10::DeviceType::HPU>, nullptr, /*iterator_sees_data=*/false},
+     &register_autocast_policies<c10::DeviceType::HPU>, &register_hpu_attention, /*iterator_sees_data=*/false},
 }};
 
 const DeviceKind& device_kind(const std::string& key_name) {

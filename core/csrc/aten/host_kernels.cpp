@@ -17,6 +17,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/ConvUtils.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
@@ -167,7 +168,30 @@ at::Tensor div_Tensor(const at::Tensor& self, const at::Tensor& other) {
 }
 
 // Convolutions on devices other than CPU and CUDA reach the "overrideable"
-// entry points; they are the CPU convolutions over host aliases.
+// entry points; they are the CPU convolutions over host aliases. The CPU
+// kernels may answer channels-last for a channels-last weight, while torch
+// (and torch.compile's fake tensors, which must agree with eager) says what
+// layout an overrideable convolution returns: the results take that layout.
+at::Tensor in_overrideable_layout(const at::Tensor& result, const at::Tensor& input, const at::Tensor& weight) {
+  if (!result.defined()) {
+    return result;
+  }
+  const at::MemoryFormat layout =
+      at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
+  const bool fits = (layout == at::MemoryFormat::ChannelsLast && result.dim() == 4) ||
+                    (layout == at::MemoryFormat::ChannelsLast3d && result.dim() == 5);
+  return result.contiguous(fits ? layout : at::MemoryFormat::Contiguous);
+}
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+                                    c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  return in_overrideable_layout(OnHost<at::_ops::convolution>::call(input, weight, bias, stride, padding, dilation,
+                                                                    transposed, output_padding, std::move(groups)),
+                                input, weight);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
     c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
@@ -177,8 +201,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   if (output_mask[2]) {
     bias_sizes = c10::SymIntArrayRef(bias_size);
   }
-  return OnHost<at::_ops::convolution_backward>::call(grad_output, input, weight, bias_sizes, stride, padding,
-                                                      dilation, transposed, output_padding, groups, output_mask);
+  auto [grad_input, grad_weight, grad_bias] = OnHost<at::_ops::convolution_backward>::call(
+      grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+      output_mask);
+  return {in_overrideable_layout(grad_input, input, weight), in_overrideable_layout(grad_weight, input, weight),
+          grad_bias};
 }
 
 // CUDA's histc counts integral tensors too and the CPU's refuses them; code
@@ -211,7 +238,7 @@ void register_host_kernels(torch::Library& library) {
   TORCHPLUG_ON_HOST(library, "mse_loss", mse_loss);
   TORCHPLUG_ON_HOST(library, "_log_softmax", _log_softmax);
   TORCHPLUG_ON_HOST(library, "_log_softmax_backward_data", _log_softmax_backward_data);
-  TORCHPLUG_ON_HOST(library, "convolution_overrideable", convolution);
+  library.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
   library.impl("histc", TORCH_FN(histc));
 }
