@@ -205,3 +205,21 @@ def test_compiled_kernels_pass_strict_memory_mode(device: str) -> None:
 
 def test_npu_in_its_own_process() -> None:
     rerun_as_owner(__file__, "npu", timeout=1200)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_device_compile_failure_names_device_and_workaround(device: str) -> None:
+    from torchplug.inductor.errors import DeviceCompileError
+
+    x = torch.randn(8, 8)
+    with torch._inductor.config.patch(cpp_wrapper=True):
+        with pytest.raises(Exception, match=rf"'{device}' device.*backend='aot_eager'") as failure:
+            torch.compile(_pointwise_and_matmul)(x.to(device))
+    cause = failure.value
+    while cause is not None and not isinstance(cause, DeviceCompileError):
+        cause = cause.__cause__ or getattr(cause, "inner_exception", None)
+    assert isinstance(cause, DeviceCompileError)
+    assert "C++ wrapper" in str(failure.value)
+    torch._dynamo.reset()
+    fallback = torch.compile(_pointwise_and_matmul, backend="aot_eager")(x.to(device))
+    torch.testing.assert_close(fallback.cpu(), _pointwise_and_matmul(x))

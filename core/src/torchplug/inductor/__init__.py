@@ -22,6 +22,7 @@ def enable(device_type: str) -> None:
     _devices.append(device_type)
     after_import("torch._dynamo.device_interface", _register_interfaces)
     after_import("torch._inductor.codegen.common", _register_codegen)
+    after_import("torch._inductor.compile_fx", _explain_failures)
 
 
 def enabled_devices() -> tuple[str, ...]:
@@ -38,3 +39,9 @@ def _register_codegen(module: object) -> None:
     from torchplug.inductor import codegen
 
     codegen.install(module, enabled_devices)
+
+
+def _explain_failures(module: object) -> None:
+    from torchplug.inductor import errors
+
+    errors.install(module, enabled_devices)

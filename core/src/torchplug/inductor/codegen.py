@@ -48,7 +48,7 @@ def register(name: str) -> None:
     from torch._inductor.codegen.cpp import CppScheduling
 
     _run_cpu_class_heuristics()
-    register_backend_for_device(name, CppScheduling, _wrapper_codegen())
+    register_backend_for_device(name, CppScheduling, _wrapper_codegen(), UnsupportedCppWrapper)
     register_device_op_overrides(name, _device_op_overrides(name))
 
 
@@ -81,6 +81,22 @@ def _run_cpu_class_heuristics() -> None:
     scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
     common.get_current_backend = get_current_backend
     utils.get_current_backend = get_current_backend
+
+
+class UnsupportedCppWrapper:
+    """Inductor's C++ wrapper (``cpp_wrapper=True``, AOTInductor) would call the
+    generated kernels directly, outside the device's kernel launch path; until
+    it launches them through it, it is refused by name."""
+
+    supports_caching = False
+
+    @staticmethod
+    def create(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper, AOTInductor) is not "
+            "supported on torchplug devices: it would launch the generated kernels outside the "
+            "device's launch path. Compile with the default Python wrapper (cpp_wrapper=False)"
+        )
 
 
 def _wrapper_codegen() -> type:
