@@ -212,9 +212,11 @@ def test_a_device_compile_failure_names_device_and_workaround(device: str) -> No
     from torchplug.inductor.errors import DeviceCompileError
 
     x = torch.randn(8, 8)
-    with torch._inductor.config.patch(cpp_wrapper=True):
-        with pytest.raises(Exception, match=rf"'{device}' device.*backend='aot_eager'") as failure:
-            torch.compile(_pointwise_and_matmul)(x.to(device))
+    with (
+        torch._inductor.config.patch(cpp_wrapper=True),
+        pytest.raises(Exception, match=rf"'{device}' device.*backend='aot_eager'") as failure,
+    ):
+        torch.compile(_pointwise_and_matmul)(x.to(device))
     cause = failure.value
     while cause is not None and not isinstance(cause, DeviceCompileError):
         cause = cause.__cause__ or getattr(cause, "inner_exception", None)
