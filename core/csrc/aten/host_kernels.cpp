@@ -11,6 +11,7 @@
 #include "aten/dispatch_stubs.h"
 
 #include <array>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -21,6 +22,7 @@
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/div_ops.h>
@@ -105,17 +107,29 @@ struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
   }
 };
 
-// Both operands on one device whose data pointers TensorIterator hands out
-// (DeviceKind::iterator_sees_data), dense, of one dtype
-// (the CPU loops expect their inputs cast already, and TensorIterator casts
-// only CPU tensors), outside strict mode (whose kernels get memory access only
-// within a scope around host aliases). Anything else, a CPU scalar or a second
-// device among them, takes the aliasing path, which also raises the
-// same-device errors.
-bool loops_run_on_device_tensors(const at::Tensor& self, const at::Tensor& other) {
-  return self.device() == other.device() && backend(self.device().type()).kind->iterator_sees_data &&
-         self.scalar_type() == other.scalar_type() && self.layout() == c10::kStrided &&
-         other.layout() == c10::kStrided && !runtime::strict_mode();
+// The second operand the direct device loops run with, or none when they
+// cannot run and the call takes the aliasing path (which also raises the
+// same-device errors). The loops run on a device whose data pointers
+// TensorIterator hands out (DeviceKind::iterator_sees_data), over dense
+// operands, outside strict mode (whose kernels get memory access only within
+// a scope around host aliases). The CPU loops expect their inputs cast
+// already, and TensorIterator casts only on the CPU: `other` is taken as it is
+// when it is a device tensor of self's dtype, and a Python number (a 0-dim
+// CPU "wrapped number") is cast to self's dtype first when the result keeps
+// that dtype.
+std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::Tensor& other) {
+  if (self.device().is_cpu() || runtime::strict_mode() || self.layout() != c10::kStrided ||
+      other.layout() != c10::kStrided || !backend(self.device().type()).kind->iterator_sees_data) {
+    return std::nullopt;
+  }
+  if (other.device() == self.device() && other.scalar_type() == self.scalar_type()) {
+    return other;
+  }
+  if (other.device().is_cpu() && other.dim() == 0 && other.unsafeGetTensorImpl()->is_wrapped_number() &&
+      at::result_type(self, other) == self.scalar_type()) {
+    return other.to(self.scalar_type());
+  }
+  return std::nullopt;
 }
 
 // The output is allocated on the device by the iterator; the CPU loop then
@@ -130,41 +144,45 @@ at::Tensor binary_on_device(const at::Tensor& self, const at::Tensor& other, Loo
 }
 
 at::Tensor add_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
-  if (!loops_run_on_device_tensors(self, other)) {
+  const std::optional<at::Tensor> operand = device_loop_operand(self, other);
+  if (!operand) {
     return OnHost<at::_ops::add_Tensor>::call(self, other, alpha);
   }
-  return binary_on_device<at::_ops::add_Tensor>(self, other, [&](at::TensorIterator& iter) {
+  return binary_on_device<at::_ops::add_Tensor>(self, *operand, [&](at::TensorIterator& iter) {
     at::native::alpha_check(iter.dtype(), alpha);
     at::native::add_stub(c10::kCPU, iter, alpha);
   });
 }
 
 at::Tensor sub_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
-  if (!loops_run_on_device_tensors(self, other)) {
+  const std::optional<at::Tensor> operand = device_loop_operand(self, other);
+  if (!operand) {
     return OnHost<at::_ops::sub_Tensor>::call(self, other, alpha);
   }
   at::native::sub_check(self, other);
-  return binary_on_device<at::_ops::sub_Tensor>(self, other, [&](at::TensorIterator& iter) {
+  return binary_on_device<at::_ops::sub_Tensor>(self, *operand, [&](at::TensorIterator& iter) {
     at::native::alpha_check(iter.dtype(), alpha);
     at::native::add_stub(c10::kCPU, iter, -alpha);
   });
 }
 
 at::Tensor mul_Tensor(const at::Tensor& self, const at::Tensor& other) {
-  if (!loops_run_on_device_tensors(self, other)) {
+  const std::optional<at::Tensor> operand = device_loop_operand(self, other);
+  if (!operand) {
     return OnHost<at::_ops::mul_Tensor>::call(self, other);
   }
   return binary_on_device<at::_ops::mul_Tensor>(
-      self, other, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
+      self, *operand, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
 }
 
 at::Tensor div_Tensor(const at::Tensor& self, const at::Tensor& other) {
   const bool integers_promote = !at::isFloatingType(self.scalar_type()) && !at::isComplexType(self.scalar_type());
-  if (integers_promote || !loops_run_on_device_tensors(self, other)) {
+  const std::optional<at::Tensor> operand = integers_promote ? std::nullopt : device_loop_operand(self, other);
+  if (!operand) {
     return OnHost<at::_ops::div_Tensor>::call(self, other);
   }
   return binary_on_device<at::_ops::div_Tensor>(
-      self, other, [](at::TensorIterator& iter) { at::native::div_true_stub(c10::kCPU, iter); });
+      self, *operand, [](at::TensorIterator& iter) { at::native::div_true_stub(c10::kCPU, iter); });
 }
 
 // Convolutions on devices other than CPU and CUDA reach the "overrideable"
