@@ -283,7 +283,7 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
 ) -> None:
     """`torchplug new bar` in a directory outside the workspace; the project
     builds with torchplug from a directory of wheels (--find-links), installs,
-    passes its own tests and the conformance suite (a sample of it)."""
+    passes its own tests and the conformance suite (a sample of it, torch.compile included)."""
     assert not tmp_path.is_relative_to(ROOT)
     python = clean_venv(tmp_path / "venv")
     bin_dir = python.parent
@@ -306,7 +306,7 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
             "--json",
             "--",
             "-k",
-            "device_type or creation",
+            "device_type or creation or compile",
             cwd=tmp_path,
             env=outside_env(),
         )
@@ -314,6 +314,8 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
     assert report["expectations"] == "torch_bar/conformance.toml"
     assert report["groups"]["device_type"]["passed"] == 4
     assert report["groups"]["creation"]["passed"] > 0
+    # torch.compile reaches the vendor's device with no code of the vendor's.
+    assert report["groups"]["compile"]["passed"] == 4
     assert report["unexpected_failures"] == []
 
 
