@@ -18,10 +18,19 @@ CASE_TIMEOUT = 150
 # Two periods that are not part of an ellipsis ("torch.load(..., map_location=...)").
 DOUBLED_PERIOD = re.compile(r"(?<!\.)\.\.(?!\.)")
 
-# Appended to a case: the devices that must keep working, one line each.
+# Appended to a case: the devices that must keep working, one line each, and
+# every recorded outcome that is not "active", with its explanation.
 OTHER_DEVICES_WORK = """
 for device in {devices!r}:
     print("works:", device, (torch.ones(2, device=device) * 2).sum().item())
+from torchplug import loader as _loader
+from torchplug.errors import explain as _explain
+for _status in [
+    *_loader.statuses().values(), *_loader.shadowed(), *_loader.import_failures().values()
+]:
+    if not _status.active:
+        print("outcome:", _status.backend.name, _status.state.value, "|", _status.reason)
+        print("explained:", _explain(_status))
 """
 
 
@@ -33,6 +42,11 @@ def run_case(
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     for device in devices:
         assert f"works: {device} 4.0" in result.stdout, result.stdout
+    for text in result.stdout.splitlines():
+        if text.startswith("outcome:"):
+            assert not text.endswith("|"), f"a status without a reason: {text}"
+        if text.startswith(("outcome:", "explained:")):
+            assert not DOUBLED_PERIOD.search(text), text
     return result
 
 
@@ -92,6 +106,33 @@ def test_plugin_failing_before_it_takes_privateuse1_leaves_it_to_a_working_one(
     strict = run_python("import torch", plugins=plugin_dir, TORCHPLUG_STRICT="1", timeout=150)
     assert strict.returncode != 0
     assert "torchplug backend 'aaa' failed to load (TORCHPLUG_STRICT=1)" in strict.stderr
+
+
+def test_plugin_failing_in_setup_says_it_keeps_privateuse1(plugin_dir: PluginDir) -> None:
+    # setup runs after rename_privateuse1_backend, which torch accepts once per
+    # process: the key cannot go to foo, so every message says so and what to set.
+    plugin_dir.add_torchplug_backend("torch_aaa", "aaa", setup="_failing_setup")
+    result = run_case(
+        "import torch\nfrom torchplug import loader\n"
+        "print('owner:', torch._C._get_privateuse1_backend_name())\n"
+        "print('aaa:', loader.statuses()['aaa'].reason)\n" + ATTRIBUTE_ERROR_OF.format(name="foo"),
+        devices=("hpu",),
+        plugins=plugin_dir,
+    )
+    assert line(result, "owner:") == "owner: aaa"
+    reason = line(result, "aaa:")
+    assert "libvendor_runtime.so.3" in reason
+    assert "torch cannot give back within a process" in reason
+    assert "Set TORCHPLUG_DISABLE=aaa" in reason
+    attribute = line(result, "attribute:")
+    assert "failed after taking the key" in attribute
+    assert "Set TORCHPLUG_PRIVATEUSE1=foo or TORCHPLUG_DISABLE=aaa" in attribute
+    warnings = [t for t in result.stderr.splitlines() if "backend 'aaa' failed to load" in t]
+    assert len(warnings) == 1, result.stderr
+    assert "cannot give back" in warnings[0]
+    # Either remedy gives PrivateUse1 to a backend that works.
+    for env in ({"TORCHPLUG_DISABLE": "aaa"}, {"TORCHPLUG_PRIVATEUSE1": "foo"}):
+        run_case("import torch", devices=("foo", "hpu"), plugins=plugin_dir, **env)
 
 
 def test_plugin_raising_at_import_leaves_import_torch_working(plugin_dir: PluginDir) -> None:

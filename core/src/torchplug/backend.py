@@ -24,7 +24,9 @@ class Backend:
         distribution: the distribution that ships the backend, for diagnostics.
         setup: optional callable run after the core registered the device, for
             the plugin's own extras (custom ops, module attributes). It receives
-            the device module ``torch.<name>``.
+            the device module ``torch.<name>``. If it raises, a PrivateUse1
+            backend keeps the key (torch accepts one PrivateUse1 name per
+            process) and is reported as failed; what may fail belongs in ``prepare``.
         module: optional dotted name of the plugin's own module to fill in and
             register as ``torch.<name>`` (e.g. ``"vhabana_frameworks.torch.hpu"``);
             by default the core creates one.

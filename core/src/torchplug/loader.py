@@ -173,9 +173,36 @@ def _register_timed(status: BackendStatus) -> None:
     except Exception as error:
         status.state = BackendState.FAILED
         status.error = error
-        status.reason = f"{type(error).__name__}: {error}"
+        status.reason = _describe(error)
+        if _kept_privateuse1_after_failing(status.backend):
+            status.reason += (
+                f"; '{status.backend.name}' had already taken PrivateUse1, which torch cannot "
+                f"give back within a process, so no other PrivateUse1 backend can be active. "
+                f"Set {settings.DISABLE}={status.backend.name} to let another one take it"
+            )
     status.load_ms = (time.perf_counter() - started) * 1e3
     _report(status)
+
+
+def _describe(error: BaseException) -> str:
+    """An exception as a reason: its type and message, never an empty message."""
+    message = str(error).strip()
+    return (
+        f"{type(error).__name__}: {message}" if message else f"{type(error).__name__} (no message)"
+    )
+
+
+def _kept_privateuse1_after_failing(backend: Backend) -> bool:
+    """Whether ``backend`` failed after renaming PrivateUse1 (in ``Backend(setup=)`` or a
+    later step) without the user having chosen it: torch accepts one name per process,
+    so the key stays with the failed backend."""
+    import torch
+
+    return (
+        backend.dispatch_key == "privateuse1"
+        and settings.current().privateuse1 != backend.name
+        and torch._C._get_privateuse1_backend_name() == backend.name
+    )
 
 
 def _settle_privateuse1(status: BackendStatus) -> None:
@@ -286,17 +313,25 @@ def _why_first(
 def _lose(status: BackendStatus, holder: BackendStatus, why: str) -> None:
     name = status.backend.name
     winner = holder.backend.name
-    failed = f", which failed: {holder.reason.rstrip('.')}" if not holder.active else ""
+    failed = ""
+    remedy = f"{settings.PRIVATEUSE1}={name}"
+    if not holder.active:
+        cause = _describe(holder.error) if holder.error is not None else holder.reason
+        when = ""
+        if _kept_privateuse1_after_failing(holder.backend):
+            when = " after taking the key (torch cannot give it back within a process)"
+            remedy += f" or {settings.DISABLE}={winner}"
+        failed = f", which failed{when}: {cause.rstrip('.')}"
     status.state = BackendState.LOST_PRIVATEUSE1
     if settings.current().privateuse1 == winner:
         status.reason = (
             f"PrivateUse1 belongs to '{winner}' ({why}{failed}); "
-            f"set {settings.PRIVATEUSE1}={name} to use '{name}' instead."
+            f"set {remedy} to use '{name}' instead."
         )
     else:
         status.reason = (
             f"PrivateUse1 belongs to '{winner}' ({why}{failed}); only one PrivateUse1 backend "
-            f"can be active per process. Set {settings.PRIVATEUSE1}={name} to use '{name}' instead."
+            f"can be active per process. Set {remedy} to use '{name}' instead."
         )
     _report(status)
 
@@ -328,7 +363,7 @@ def _record_import_failure(module: str, device: str | None, error: Exception) ->
             ),
             None,
         )
-    reason = f"importing {module} raised {type(error).__name__}: {error}"
+    reason = f"importing {module} raised {_describe(error)}"
     with _lock:
         if (distribution or module) in _import_failures:
             return  # the arbitration and torch's entry point both import it
