@@ -280,11 +280,26 @@ def test_disabled_foo_names_the_setting() -> None:
 
 def test_losing_backend_attribute_names_the_winner() -> None:
     result = run_case(
-        "import torch\n" + ATTRIBUTE_ERROR_OF.format(name="npu"), devices=("foo", "hpu")
+        "import torch\n"
+        + ATTRIBUTE_ERROR_OF.format(name="npu")
+        + """
+for make in (lambda: torch.device("npu"), lambda: torch.ones(1, device="npu")):
+    try:
+        make()
+    except RuntimeError as error:
+        print("parser:", error)
+""",
+        devices=("foo", "hpu"),
     )
     attribute = line(result, "attribute:")
     assert "PrivateUse1 belongs to 'foo'" in attribute
     assert "TORCHPLUG_PRIVATEUSE1=npu" in attribute
+    # torch's C++ device parser has no hook: its own message, as docs/devices.md shows.
+    parser = [text for text in result.stdout.splitlines() if text.startswith("parser:")]
+    assert len(parser) == 2
+    for text in parser:
+        assert text.endswith("device type at start of device string: npu"), text
+    assert "TORCHPLUG_PRIVATEUSE1=npu" in result.stderr  # the WARNING at import says why
 
 
 def test_explicit_import_with_autoload_off_gets_privateuse1() -> None:
