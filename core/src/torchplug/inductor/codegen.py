@@ -2,7 +2,7 @@
 
 The simulated devices' memory is host-addressable, so the kernels are
 Inductor's C++ (CPP) kernels. What makes them device kernels is the wrapper:
-every generated kernel is called through :func:`torchplug.inductor.runtime.launch`,
+every generated kernel is called through ``torchplug._C.launch_compiled``,
 which runs it as one device kernel launch (device guard, stream order, strict
 memory access, sync-debug, profiler activity), exactly like an eager kernel.
 """
@@ -17,7 +17,11 @@ from typing import Any
 
 import torch
 
-_LAUNCH_IMPORT = "from torchplug.inductor.runtime import launch as torchplug_launch"
+# The wrapper's fast paths into the device (torchplug/_C: bindings/compiled_kernels.cpp).
+_LAUNCH_IMPORT = (
+    "from torchplug._C import empty_strided_device as torchplug_empty, "
+    "launch_compiled as torchplug_launch"
+)
 
 
 def install(common: types.ModuleType, devices: Callable[[], tuple[str, ...]]) -> None:
@@ -127,8 +131,8 @@ def _wrapper_codegen() -> type:
                 return
             arguments = "".join(f", {argument}" for argument in call_args)
             self.writeline(  # type: ignore[attr-defined]
-                f"torchplug_launch({kernel_name!r}, {kernel_name}, {device.type!r}, "
-                f"{device.index if device.index is not None else 0}{arguments})"
+                f"torchplug_launch({kernel_name!r}, {kernel_name}, {_device_arguments(device)}"
+                f"{arguments})"
             )
 
     class SubgraphWrapperCodegen(LaunchesDeviceKernels, SubgraphPythonWrapperCodegen):
@@ -151,17 +155,45 @@ def _wrapper_codegen() -> type:
             self.imports.writeline(_LAUNCH_IMPORT)
 
         def make_allocation(
-            self, name: str, device: torch.device, *args: Any, **kwargs: Any
+            self,
+            name: str,
+            device: torch.device,
+            dtype: torch.dtype,
+            shape: Any,
+            stride: Any,
+            allocation_shape: Any = None,
+            is_pinned: bool = False,
         ) -> str:
-            # Inductor names only the device type for devices it does not know,
-            # which allocates on the current device; a graph compiled for
-            # device 1 must allocate there.
-            line = super().make_allocation(name, device, *args, **kwargs)
-            if device.type in _registered_devices() and device.index is not None:
-                line = line.replace(f"device='{device.type}'", f"device='{device}'", 1)
+            if (
+                device.type not in _registered_devices()
+                or torch._inductor.config.test_configs.track_memory_lifecycle
+            ):
+                return super().make_allocation(
+                    name, device, dtype, shape, stride, allocation_shape, is_pinned
+                )
+            # On the graph's device index: a graph compiled for device 1 allocates there.
+            shape_tuple = self.codegen_python_shape_tuple(shape)
+            allocation_tuple = self.codegen_python_shape_tuple(
+                shape if allocation_shape is None else allocation_shape
+            )
+            stride_tuple = self.codegen_python_shape_tuple(stride)
+            line = (
+                f"{name} = torchplug_empty({allocation_tuple}, {stride_tuple}, {dtype}, "
+                f"{_device_arguments(device)})"
+            )
+            if allocation_tuple != shape_tuple:
+                line += f".as_strided({shape_tuple}, {stride_tuple})"
             return line
 
     return WrapperCodegen
+
+
+def _device_arguments(device: torch.device) -> str:
+    """The (device type, index) pair the fast paths take, as c10's enum value
+    (stable for a torch version, which Inductor's cache key includes)."""
+    from torchplug import _C
+
+    return f"{_C.device_type_id(device.type)}, {device.index if device.index is not None else 0}"
 
 
 def _registered_devices() -> tuple[str, ...]:
