@@ -542,6 +542,7 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
         _C.set_strict_mode(True)
     _C.register_backend(backend.dispatch_key, name)
     _yield_to_autograd_threads_at_exit()
+    _run_backward_on_calling_thread()
     if backend.dispatch_key == "privateuse1" and not hasattr(torch.Tensor, f"is_{name}"):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_storage=True
@@ -583,6 +584,22 @@ def _take_device(backend: Backend, status: BackendStatus) -> types.ModuleType:
     if torch.__dict__.get(name) is not module:
         torch._register_device_module(name, module)
     return module
+
+
+@functools.cache
+def _run_backward_on_calling_thread() -> None:
+    """A simulated device runs its kernels on the host thread that launches
+    them, so autograd's per-device worker thread overlaps nothing: each
+    backward pass only pays two thread hand-offs (about 100 microseconds on a
+    small model, more than the pass itself). Backward passes started by the
+    thread that activated the backends (the one that ran ``import torch``)
+    therefore run on that thread, as the CPU's do: upstream's
+    ``torch.autograd.set_multithreading_enabled(False)``, which also covers
+    CUDA's passes in a process that has both. Other threads keep autograd's
+    default; ``torch.autograd.set_multithreading_enabled(True)`` restores it."""
+    import torch
+
+    torch.autograd.set_multithreading_enabled(False)
 
 
 # Seconds the interpreter hands the GIL to other threads before finalizing.
