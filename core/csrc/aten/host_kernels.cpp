@@ -11,6 +11,7 @@
 #include "aten/dispatch_stubs.h"
 
 #include <array>
+#include <cstring>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -25,6 +26,7 @@
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
+#include <ATen/ops/zero_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/histc_ops.h>
 #include <ATen/ops/mean_ops.h>
@@ -37,6 +39,7 @@
 #include <torch/library.h>
 
 #include "aten/backend.h"
+#include "aten/cpu_fallback.h"
 #include "aten/host_alias.h"
 #include "aten/kernel_launch.h"
 #include "runtime/memory_guard.h"
@@ -185,6 +188,70 @@ at::Tensor div_Tensor(const at::Tensor& self, const at::Tensor& other) {
       self, *operand, [](at::TensorIterator& iter) { at::native::div_true_stub(c10::kCPU, iter); });
 }
 
+// In-place arithmetic (gradient accumulation, optimizer updates) on the
+// direct loops, when `other` needs no broadcasting into self: the CPU's own
+// in-place checks (shape, overlap, a result type that casts to self's) are
+// then exactly TensorIterator's. Everything else takes the aliasing fallback.
+template <typename Op, typename... Rest>
+at::Tensor& in_place_through_fallback(at::Tensor& self, const Rest&... rest) {
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+  torch::jit::Stack stack;
+  torch::jit::push(stack, self, rest...);
+  aliasing_cpu_fallback(op, device_key_set(self.device().type()), &stack);
+  return self;
+}
+
+std::optional<at::Tensor> in_place_operand(const at::Tensor& self, const at::Tensor& other) {
+  if (other.dim() != 0 && other.sizes() != self.sizes()) {
+    return std::nullopt;
+  }
+  return device_loop_operand(self, other);
+}
+
+template <typename Op, typename Loop>
+at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other, Loop loop) {
+  const KernelLaunch launch(Op::name, self.device());
+  at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(self, self, other);
+  loop(iter);
+  return self;
+}
+
+at::Tensor& add__Tensor(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  const std::optional<at::Tensor> operand = in_place_operand(self, other);
+  if (!operand) {
+    return in_place_through_fallback<at::_ops::add__Tensor>(self, other, alpha);
+  }
+  return binary_in_place<at::_ops::add__Tensor>(self, *operand, [&](at::TensorIterator& iter) {
+    at::native::alpha_check(iter.dtype(), alpha);
+    at::native::add_stub(c10::kCPU, iter, alpha);
+  });
+}
+
+at::Tensor& mul__Tensor(at::Tensor& self, const at::Tensor& other) {
+  const std::optional<at::Tensor> operand = in_place_operand(self, other);
+  if (!operand) {
+    return in_place_through_fallback<at::_ops::mul__Tensor>(self, other);
+  }
+  return binary_in_place<at::_ops::mul__Tensor>(
+      self, *operand, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
+}
+
+// Zeroing a dense tensor (zero_grad(set_to_none=False), torch.zeros) is one
+// memset of the device memory, as the CPU's small-tensor path does.
+at::Tensor& zero_(at::Tensor& self) {
+  const bool direct = !runtime::strict_mode() && self.layout() == c10::kStrided &&
+                      backend(self.device().type()).kind->iterator_sees_data && self.is_non_overlapping_and_dense();
+  if (!direct) {
+    return in_place_through_fallback<at::_ops::zero_>(self);
+  }
+  const KernelLaunch launch(at::_ops::zero_::name, self.device());
+  if (self.numel() > 0) {
+    std::memset(self.data_ptr(), 0, self.numel() * self.element_size());
+  }
+  return self;
+}
+
 // Convolutions on devices other than CPU and CUDA reach the "overrideable"
 // entry points; they are the CPU convolutions over host aliases. The CPU
 // kernels may answer channels-last for a channels-last weight, while torch
@@ -247,6 +314,9 @@ void register_host_kernels(torch::Library& library) {
   library.impl("sub.Tensor", TORCH_FN(sub_Tensor));
   library.impl("mul.Tensor", TORCH_FN(mul_Tensor));
   library.impl("div.Tensor", TORCH_FN(div_Tensor));
+  library.impl("add_.Tensor", TORCH_FN(add__Tensor));
+  library.impl("mul_.Tensor", TORCH_FN(mul__Tensor));
+  library.impl("zero_", TORCH_FN(zero_));
   TORCHPLUG_ON_HOST(library, "relu", relu);
   TORCHPLUG_ON_HOST(library, "threshold_backward", threshold_backward);
   TORCHPLUG_ON_HOST(library, "sum.dim_IntList", sum_dim_IntList);
