@@ -106,6 +106,31 @@ def test_compiled_inference_matches_eager_cpu(device: str, name: str) -> None:
     torch.testing.assert_close(output.cpu(), expected, atol=1e-5, rtol=1e-5)
 
 
+# Lowerings that pick their arithmetic by asking whether the device is the
+# CPU: the device must get the CPU's choice, so results are bitwise equal.
+CPU_ARITHMETIC = {
+    "var_mean (batch norm statistics)": lambda x: torch.var_mean(x, dim=(0, 2, 3)),
+    "layer_norm": lambda x: F.layer_norm(x, (16,)),
+    "division by a constant": lambda x: x / 7.0,
+    "max_pool2d": lambda x: F.max_pool2d(x, 3, 2, 1),
+}
+
+
+@pytest.mark.parametrize("case", CPU_ARITHMETIC)
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_arithmetic_is_the_compiled_cpus_to_the_bit(device: str, case: str) -> None:
+    function = CPU_ARITHMETIC[case]
+    x = torch.randn(4, 8, 16, 16, generator=torch.Generator().manual_seed(0)) * 3 + 5
+    expected = torch.compile(function)(x)
+    torch._dynamo.reset()
+    got = torch.compile(function)(x.to(device))
+    for want, have in zip(
+        torch.utils._pytree.tree_leaves(expected), torch.utils._pytree.tree_leaves(got), strict=True
+    ):
+        assert have.device.type == device
+        assert torch.equal(have.cpu(), want)
+
+
 def _pointwise_and_matmul(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x @ x.T).softmax(-1) + x.sin()
 

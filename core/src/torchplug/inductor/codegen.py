@@ -85,6 +85,49 @@ def _run_cpu_class_heuristics() -> None:
     scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
     common.get_current_backend = get_current_backend
     utils.get_current_backend = get_current_backend
+    _lower_numerics_like_the_cpu()
+
+
+def _lower_numerics_like_the_cpu() -> None:
+    """Two lowerings choose their arithmetic by asking ``device.type == "cpu"``
+    directly: the variance of batch and layer norms (a two-pass sum on the CPU
+    for reductions up to ``config.cpp.use_two_step_variance_threshold``
+    elements, Welford elsewhere) and division by a constant (multiplication by
+    its reciprocal everywhere but the CPU). A torchplug device runs the CPU's
+    C++ kernels, so it takes the CPU's choice and compiled code gives compiled
+    CPU code's numbers, to the bit."""
+    import sympy
+    from torch._inductor import config, ir, lowering
+    from torch._inductor.utils import sympy_product
+
+    builtin_two_step = lowering.use_two_step_variance
+    builtin_constant = lowering.get_constant_value
+
+    def use_two_step_variance(x: Any, axis: Any, keepdim: bool, input_dtype: Any) -> bool:
+        if ir.get_device_type(x) not in _registered_devices():
+            return builtin_two_step(x, axis, keepdim, input_dtype)
+        reduction = lowering._make_reduction_inner(
+            x,
+            axis=lowering._validate_reduction_axis(x, axis),
+            keepdims=keepdim,
+            dtype=None,
+            override_return_dtype=None,
+        )
+        elements = sympy_product(reduction["reduction_ranges"])
+        return (
+            isinstance(elements, sympy.Integer)
+            and int(elements) <= config.cpp.use_two_step_variance_threshold
+            and sympy_product(reduction["ranges"]) != 1
+        )
+
+    def get_constant_value(x: Any) -> Any:
+        # Only division asks, to replace x / c by x * (1 / c): not on the CPU.
+        if ir.get_device_type(x) in _registered_devices():
+            return None
+        return builtin_constant(x)
+
+    lowering.use_two_step_variance = use_two_step_variance
+    lowering.get_constant_value = get_constant_value
 
 
 class UnsupportedCppWrapper:
