@@ -1,0 +1,293 @@
+"""torch.compile (Inductor) runs real models on every device as it runs them on the CPU.
+
+The compile tests of the core (core/tests/test_compile.py) use models written
+here; this module compiles architectures nobody here wrote, taken from the
+model zoo (torchplug.bench.zoo: a GPT-2 LM with tied embeddings, a BERT
+encoder, a Llama with RoPE and grouped-query attention, torchvision's
+resnet18), so the graphs hold what real models bring to Inductor: batch norm,
+convolutions, rotary embeddings, attention masks, tied weights, dropout. Each
+is checked against the same model compiled for the CPU in the same process:
+
+- ``eval``: the compiled eval forward (fp32, within 1e-5), on foo, npu and hpu;
+- ``train``: the losses of 2 steps of a compiled forward+backward step
+  function (AdamW stepping eagerly, dropout on, same seed), on foo and npu;
+  hpu is left out, its backward fails upstream (see tests/test_model_zoo.py);
+- graph breaks: Dynamo breaks no graph on the device that it does not also
+  break on the CPU, so the device adds nothing Dynamo cannot trace.
+
+Run as a child process's ``main``, this module compiles the models on the
+devices it is given and writes the results as JSON; the tests start one such
+process per PrivateUse1 owner (``foo`` with ``hpu`` beside it, then ``npu``
+with ``TORCHPLUG_PRIVATEUSE1=npu``) and each reads its own result.
+
+Inductor's cache is whichever the environment uses (by default the persistent
+one under the temp directory): compiling these graphs cold takes minutes on
+two cores, and a cache hit gives the kernels a cold compile would, since the
+cache key of a torchplug device includes the code generator's revision.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.utils import counters
+from zoo_models import max_difference
+
+from fresh_interpreter import ChildReports
+from torchplug.bench.zoo import (
+    DATA_SEED,
+    MODEL_SEED,
+    MODELS_BY_NAME,
+    Batch,
+    ZooModel,
+    available,
+    seed_everything,
+    to_device,
+)
+
+MODEL_NAMES = ("gpt2", "bert", "llama", "resnet18")
+TRAIN_STEPS = 2
+TRAIN_SEED = 2
+OUTPUT_TOLERANCE = 1e-5
+LOSS_TOLERANCE = 1e-5
+CHILD_TIMEOUT_SECONDS = 900
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """One child interpreter: the devices it compiles for, those of them that train,
+    and the PrivateUse1 backend it activates."""
+
+    devices: list[str]
+    train_on: list[str]
+    privateuse1: str
+
+
+CHILD_RUNS = (
+    ChildRun(["foo", "hpu"], train_on=["foo"], privateuse1="foo"),
+    ChildRun(["npu"], train_on=["npu"], privateuse1="npu"),
+)
+
+
+@dataclass(frozen=True)
+class CompiledRun:
+    """What one compiled run gave and what Dynamo counted while compiling it."""
+
+    value: Any  # the eval output, on the CPU, or the training losses
+    output_device: str
+    graph_breaks: dict[str, int]  # by the first line of the reason
+    graphs: int
+
+
+def _fresh_dynamo() -> None:
+    """Forgets every compiled frame and count, so that each run compiles its own
+    graphs and the counters hold only its breaks."""
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def _dynamo_counts() -> tuple[dict[str, int], int]:
+    # The rest of a reason is hints and a debug context naming Python objects.
+    breaks: Counter[str] = Counter()
+    for reason, count in counters["graph_break"].items():
+        breaks[reason.strip().splitlines()[0]] += count
+    return dict(breaks), counters["stats"]["unique_graphs"]
+
+
+def compiled_eval(spec: ZooModel, base: nn.Module, batch: Batch, device: str) -> CompiledRun:
+    model = copy.deepcopy(base).to(device).eval()
+    _fresh_dynamo()
+    with torch.no_grad():
+        output = spec.forward(torch.compile(model), to_device(batch, device))
+    return CompiledRun(to_device(output, "cpu"), str(output.device), *_dynamo_counts())
+
+
+def compiled_training(spec: ZooModel, base: nn.Module, batch: Batch, device: str) -> CompiledRun:
+    # Seeded before the first step, as a training script does: dropout's masks
+    # come from the device's generator inside compiled code.
+    seed_everything(TRAIN_SEED)
+    model = copy.deepcopy(base).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    on_device = to_device(batch, device)
+
+    @torch.compile
+    def step(inputs: dict[str, Any]) -> torch.Tensor:
+        loss = spec.loss(model, inputs)
+        loss.backward()
+        return loss.detach()
+
+    _fresh_dynamo()
+    losses = []
+    for _ in range(TRAIN_STEPS):
+        optimizer.zero_grad()
+        loss = step(on_device)
+        optimizer.step()
+        losses.append(loss.item())
+    return CompiledRun(losses, str(loss.device), *_dynamo_counts())
+
+
+def _compare(reference: CompiledRun, run: Callable[[], CompiledRun]) -> dict[str, Any]:
+    """The device's run beside the CPU's, or the error the device's run raised."""
+    try:
+        outcome = run()
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=-8)}"}
+    report = {
+        "error": None,
+        "difference": max_difference(reference.value, outcome.value),
+        "output_device": outcome.output_device,
+        "cpu": asdict(reference),
+        "device": asdict(outcome),
+    }
+    for side in ("cpu", "device"):
+        if not isinstance(report[side]["value"], list):
+            del report[side]["value"]  # an output tensor: its difference is what counts
+    return report
+
+
+def run_model(name: str, devices: list[str], train_on: list[str]) -> dict[str, Any]:
+    spec = MODELS_BY_NAME[name]
+    seed_everything(DATA_SEED)
+    batch = spec.batch()
+    seed_everything(MODEL_SEED)
+    base = spec.build()
+    eval_reference = compiled_eval(spec, base, batch, "cpu")
+    train_reference = compiled_training(spec, base, batch, "cpu") if train_on else None
+    results: dict[str, Any] = {}
+    for device in devices:
+        results[device] = {
+            "eval": _compare(eval_reference, partial(compiled_eval, spec, base, batch, device))
+        }
+        if device in train_on and train_reference is not None:
+            results[device]["train"] = _compare(
+                train_reference, partial(compiled_training, spec, base, batch, device)
+            )
+    return results
+
+
+def main(devices: list[str], train_on: list[str], output: Path) -> None:
+    """Compiles every model of MODEL_NAMES whose library is installed, rewriting
+    ``output`` after each, so that a crash leaves the results so far."""
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    results: dict[str, Any] = {}
+    for name in MODEL_NAMES:
+        if not available(MODELS_BY_NAME[name]):
+            results[name] = {"missing": MODELS_BY_NAME[name].library}
+        else:
+            try:
+                results[name] = run_model(name, devices, train_on)
+            except Exception as error:  # building the model or compiling it for the CPU
+                results[name] = {"error": f"{type(error).__name__}: {error}"}
+        output.write_text(json.dumps(results, indent=1))
+
+
+class CompileResults:
+    """Starts each child run on first use and keeps what it reported."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.children = ChildReports(Path(__file__).stem, scratch, CHILD_TIMEOUT_SECONDS)
+
+    def outcome(self, model: str, device: str, check: str) -> dict[str, Any]:
+        """One check's result, failing the test with the device's error if it raised."""
+        pytest.importorskip(MODELS_BY_NAME[model].library)
+        run = next(run for run in CHILD_RUNS if device in run.devices)
+        result = self.children.entry(
+            run.privateuse1,
+            f"{run.devices!r}, {run.train_on!r}",
+            model,
+            HF_HUB_OFFLINE="1",
+            HF_HUB_DISABLE_PROGRESS_BARS="1",
+        )
+        if "error" in result:
+            pytest.fail(f"{model} could not be built or compiled for the CPU: {result['error']}")
+        outcome = result[device][check]
+        assert outcome["error"] is None, (
+            f"compiled {check} of {model} failed on {device}:\n{outcome['error']}"
+        )
+        return outcome
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> CompileResults:
+    return CompileResults(tmp_path_factory.mktemp("compile-real-models"))
+
+
+def cases(check: str) -> list[Any]:
+    return [
+        pytest.param(model, device, id=f"{model}-{device}")
+        for run in CHILD_RUNS
+        for device in (run.train_on if check == "train" else run.devices)
+        for model in MODEL_NAMES
+    ]
+
+
+def graph_break_cases() -> list[Any]:
+    return [
+        pytest.param(*case.values, check, id=f"{case.id}-{check}")
+        for check in ("eval", "train")
+        for case in cases(check)
+    ]
+
+
+def _assert_on_device(outcome: dict[str, Any], device: str) -> None:
+    # A graph Dynamo never made, or outputs on the CPU, would pass the
+    # comparison without compiling anything for the device.
+    assert outcome["output_device"] == f"{device}:0", (
+        f"the outputs are on {outcome['output_device']}"
+    )
+    assert outcome["device"]["graphs"] >= 1, "Dynamo compiled no graph"
+
+
+@pytest.mark.parametrize(("model", "device"), cases("eval"))
+def test_compiled_eval_matches_compiled_cpu(
+    compiled: CompileResults, model: str, device: str
+) -> None:
+    outcome = compiled.outcome(model, device, "eval")
+    _assert_on_device(outcome, device)
+    assert outcome["difference"] <= OUTPUT_TOLERANCE, (
+        f"the compiled eval output differs from the compiled CPU's by {outcome['difference']:g}"
+        f" (tolerance {OUTPUT_TOLERANCE:g})"
+    )
+
+
+@pytest.mark.parametrize(("model", "device"), cases("train"))
+def test_compiled_training_matches_compiled_cpu(
+    compiled: CompileResults, model: str, device: str
+) -> None:
+    outcome = compiled.outcome(model, device, "train")
+    _assert_on_device(outcome, device)
+    assert outcome["difference"] <= LOSS_TOLERANCE, (
+        f"the compiled training losses differ from the compiled CPU's by "
+        f"{outcome['difference']:g} (tolerance {LOSS_TOLERANCE:g}):\n"
+        f"  cpu:    {outcome['cpu']['value']}\n  device: {outcome['device']['value']}"
+    )
+
+
+@pytest.mark.parametrize(("model", "device", "check"), graph_break_cases())
+def test_no_graph_break_beyond_the_cpu(
+    compiled: CompileResults, model: str, device: str, check: str
+) -> None:
+    outcome = compiled.outcome(model, device, check)
+    on_cpu, on_device = outcome["cpu"]["graph_breaks"], outcome["device"]["graph_breaks"]
+    extra = {
+        reason: count - on_cpu.get(reason, 0)
+        for reason, count in on_device.items()
+        if count > on_cpu.get(reason, 0)
+    }
+    assert not extra, (
+        f"graph breaks on {device} that the CPU does not have: {extra}\n"
+        f"  cpu: {on_cpu} ({outcome['cpu']['graphs']} graphs)\n"
+        f"  {device}: {on_device} ({outcome['device']['graphs']} graphs)"
+    )
