@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,33 @@ class ChildReports:
                 output,
             )
         return self._reports[privateuse1]
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One child interpreter of the real-model tests: the devices it checks, those
+    of them that train, and the PrivateUse1 backend it activates."""
+
+    devices: list[str]
+    train_on: list[str]
+    privateuse1: str
+
+
+# foo with hpu beside it, then npu, which needs PrivateUse1 to itself.
+MODEL_RUNS = (
+    ModelRun(["foo", "hpu"], train_on=["foo"], privateuse1="foo"),
+    ModelRun(["npu"], train_on=["npu"], privateuse1="npu"),
+)
+
+
+def model_report(children: ChildReports, model: str, device: str) -> Any:
+    """What the child run that checks `device` reported for `model`; the child
+    module's ``main(devices, train_on, output)`` gets the run's devices."""
+    run = next(run for run in MODEL_RUNS if device in run.devices)
+    return children.entry(
+        run.privateuse1,
+        f"{run.devices!r}, set({run.train_on!r})",
+        model,
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )

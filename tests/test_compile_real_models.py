@@ -45,7 +45,7 @@ from torch import nn
 from torch._dynamo.utils import counters
 from zoo_models import max_difference
 
-from fresh_interpreter import ChildReports
+from fresh_interpreter import MODEL_RUNS, ChildReports, model_report
 from torchplug.bench.zoo import (
     DATA_SEED,
     MODEL_SEED,
@@ -63,22 +63,6 @@ TRAIN_SEED = 2
 OUTPUT_TOLERANCE = 1e-5
 LOSS_TOLERANCE = 1e-5
 CHILD_TIMEOUT_SECONDS = 900
-
-
-@dataclass(frozen=True)
-class ChildRun:
-    """One child interpreter: the devices it compiles for, those of them that train,
-    and the PrivateUse1 backend it activates."""
-
-    devices: list[str]
-    train_on: list[str]
-    privateuse1: str
-
-
-CHILD_RUNS = (
-    ChildRun(["foo", "hpu"], train_on=["foo"], privateuse1="foo"),
-    ChildRun(["npu"], train_on=["npu"], privateuse1="npu"),
-)
 
 
 @dataclass(frozen=True)
@@ -157,7 +141,7 @@ def _compare(reference: CompiledRun, run: Callable[[], CompiledRun]) -> dict[str
     return report
 
 
-def run_model(name: str, devices: list[str], train_on: list[str]) -> dict[str, Any]:
+def run_model(name: str, devices: list[str], train_on: set[str]) -> dict[str, Any]:
     spec = MODELS_BY_NAME[name]
     seed_everything(DATA_SEED)
     batch = spec.batch()
@@ -177,7 +161,7 @@ def run_model(name: str, devices: list[str], train_on: list[str]) -> dict[str, A
     return results
 
 
-def main(devices: list[str], train_on: list[str], output: Path) -> None:
+def main(devices: list[str], train_on: set[str], output: Path) -> None:
     """Compiles every model of MODEL_NAMES whose library is installed, rewriting
     ``output`` after each, so that a crash leaves the results so far."""
     logging.getLogger("transformers").setLevel(logging.ERROR)
@@ -202,14 +186,7 @@ class CompileResults:
     def outcome(self, model: str, device: str, check: str) -> dict[str, Any]:
         """One check's result, failing the test with the device's error if it raised."""
         pytest.importorskip(MODELS_BY_NAME[model].library)
-        run = next(run for run in CHILD_RUNS if device in run.devices)
-        result = self.children.entry(
-            run.privateuse1,
-            f"{run.devices!r}, {run.train_on!r}",
-            model,
-            HF_HUB_OFFLINE="1",
-            HF_HUB_DISABLE_PROGRESS_BARS="1",
-        )
+        result = model_report(self.children, model, device)
         if "error" in result:
             pytest.fail(f"{model} could not be built or compiled for the CPU: {result['error']}")
         outcome = result[device][check]
@@ -227,7 +204,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> CompileResults:
 def cases(check: str) -> list[Any]:
     return [
         pytest.param(model, device, id=f"{model}-{device}")
-        for run in CHILD_RUNS
+        for run in MODEL_RUNS
         for device in (run.train_on if check == "train" else run.devices)
         for model in MODEL_NAMES
     ]

@@ -16,13 +16,12 @@ training is a strict expected failure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fresh_interpreter import ChildReports
+from fresh_interpreter import MODEL_RUNS, ChildReports, model_report
 from torchplug.bench.zoo import MODELS, MODELS_BY_NAME
 
 LOSS_TOLERANCE = 1e-5
@@ -35,21 +34,7 @@ HPU_BACKWARD_BLOCKED = (
 )
 
 
-@dataclass(frozen=True)
-class ChildRun:
-    """One child interpreter: the devices it checks, those of them that train, and the
-    PrivateUse1 backend it activates."""
-
-    devices: list[str]
-    train_on: list[str]
-    privateuse1: str
-
-
-CHILD_RUNS = (
-    ChildRun(["foo", "hpu"], train_on=["foo"], privateuse1="foo"),
-    ChildRun(["npu"], train_on=["npu"], privateuse1="npu"),
-)
-DEVICES = [device for run in CHILD_RUNS for device in run.devices]
+DEVICES = [device for run in MODEL_RUNS for device in run.devices]
 
 
 class ZooResults:
@@ -59,14 +44,7 @@ class ZooResults:
         self.children = ChildReports("zoo_models", scratch, CHILD_TIMEOUT_SECONDS)
 
     def of(self, model: str, device: str) -> dict[str, Any]:
-        run = next(run for run in CHILD_RUNS if device in run.devices)
-        result = self.children.entry(
-            run.privateuse1,
-            f"{run.devices!r}, set({run.train_on!r})",
-            model,
-            HF_HUB_OFFLINE="1",
-            HF_HUB_DISABLE_PROGRESS_BARS="1",
-        )
+        result = model_report(self.children, model, device)
         if "error" in result:
             pytest.fail(f"{model} could not be built or run on the CPU: {result['error']}")
         if device not in result:
