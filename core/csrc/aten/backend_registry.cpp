@@ -7,6 +7,7 @@
 
 #include "aten/attention.h"
 #include "aten/autocast.h"
+#include "aten/cpu_stub_slots.h"
 #include "aten/device_allocator.h"
 #include "aten/device_guard.h"
 #include "aten/hooks.h"
@@ -24,6 +25,7 @@ void register_privateuse1_specifics() {
   register_privateuse1_profiler_stubs();
   register_shallow_copy_compatibility();
   register_privateuse1_attention();
+  serve_privateuse1_stubs_from_cpu();
 }
 
 // Every difference between a PrivateUse1 and an HPU backend.
@@ -153,9 +155,15 @@ c10::Stream current_stream(c10::Device device) {
 
 void set_current_stream(c10::Stream stream) {
   const c10::DeviceIndex index = checked_device_index(stream.device_type(), stream.device_index());
-  runtime::Stream& resolved = runtime_stream(c10::Stream(c10::Stream::UNSAFE, c10::Device(stream.device_type(), index), stream.id()));
-  current_stream_ids[static_cast<size_t>(stream.device_type())][index] = stream.id();
-  current_streams[static_cast<size_t>(stream.device_type())][index] = &resolved;
+  const auto type_slot = static_cast<size_t>(stream.device_type());
+  if (current_stream_ids[type_slot][index] == stream.id() && current_streams[type_slot][index] != nullptr &&
+      !backends[type_slot]->platform->in_bad_fork()) {
+    return;  // autograd sets the current stream around every backward node
+  }
+  runtime::Stream& resolved =
+      runtime_stream(c10::Stream(c10::Stream::UNSAFE, c10::Device(stream.device_type(), index), stream.id()));
+  current_stream_ids[type_slot][index] = stream.id();
+  current_streams[type_slot][index] = &resolved;
 }
 
 runtime::Stream& runtime_stream(c10::Stream stream) {

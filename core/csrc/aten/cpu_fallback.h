@@ -1,11 +1,40 @@
 #pragma once
+#include <type_traits>
+#include <utility>
+
+#include <ATen/core/boxing/impl/boxing.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/TypeTraits.h>
 
 namespace torchplug {
 
 // Runs an operator without a native kernel on its CPU kernel, over aliases of
 // the device memory rather than copies (see host_alias.h).
 void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
+
+// Calls operator `Op` (an at::_ops class) through the aliasing fallback from
+// an unboxed device kernel: the way out for the calls its direct path cannot
+// take (strict mode, memory TensorIterator does not see). In-place and out=
+// operators return the argument they wrote.
+template <typename Op, typename... Args>
+typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type call_through_fallback(
+    c10::DispatchKeySet keys, Args&&... args) {
+  using Return = typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type;
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+  if constexpr (std::is_lvalue_reference_v<Return>) {
+    // The written argument comes first in every in-place schema.
+    Return written = std::get<0>(std::forward_as_tuple(args...));
+    torch::jit::Stack stack;
+    torch::jit::push(stack, std::forward<Args>(args)...);
+    aliasing_cpu_fallback(op, keys, &stack);
+    return written;
+  } else {
+    torch::jit::Stack stack;
+    torch::jit::push(stack, std::forward<Args>(args)...);
+    aliasing_cpu_fallback(op, keys, &stack);
+    return c10::impl::PopResult<Return>::call(stack);
+  }
+}
 
 }  // namespace torchplug

@@ -20,14 +20,14 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/ConvUtils.h>
-#include <ATen/ops/_log_softmax_backward_data_ops.h>
-#include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/zero_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/histc_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
@@ -35,7 +35,6 @@
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
-#include <ATen/ops/threshold_backward_ops.h>
 #include <torch/library.h>
 
 #include "aten/backend.h"
@@ -192,16 +191,6 @@ at::Tensor div_Tensor(const at::Tensor& self, const at::Tensor& other) {
 // direct loops, when `other` needs no broadcasting into self: the CPU's own
 // in-place checks (shape, overlap, a result type that casts to self's) are
 // then exactly TensorIterator's. Everything else takes the aliasing fallback.
-template <typename Op, typename... Rest>
-at::Tensor& in_place_through_fallback(at::Tensor& self, const Rest&... rest) {
-  static const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
-  torch::jit::Stack stack;
-  torch::jit::push(stack, self, rest...);
-  aliasing_cpu_fallback(op, device_key_set(self.device().type()), &stack);
-  return self;
-}
-
 std::optional<at::Tensor> in_place_operand(const at::Tensor& self, const at::Tensor& other) {
   if (other.dim() != 0 && other.sizes() != self.sizes()) {
     return std::nullopt;
@@ -220,7 +209,7 @@ at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other, Loop loop
 at::Tensor& add__Tensor(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
   const std::optional<at::Tensor> operand = in_place_operand(self, other);
   if (!operand) {
-    return in_place_through_fallback<at::_ops::add__Tensor>(self, other, alpha);
+    return call_through_fallback<at::_ops::add__Tensor>(device_key_set(self.device().type()), self, other, alpha);
   }
   return binary_in_place<at::_ops::add__Tensor>(self, *operand, [&](at::TensorIterator& iter) {
     at::native::alpha_check(iter.dtype(), alpha);
@@ -231,7 +220,7 @@ at::Tensor& add__Tensor(at::Tensor& self, const at::Tensor& other, const c10::Sc
 at::Tensor& mul__Tensor(at::Tensor& self, const at::Tensor& other) {
   const std::optional<at::Tensor> operand = in_place_operand(self, other);
   if (!operand) {
-    return in_place_through_fallback<at::_ops::mul__Tensor>(self, other);
+    return call_through_fallback<at::_ops::mul__Tensor>(device_key_set(self.device().type()), self, other);
   }
   return binary_in_place<at::_ops::mul__Tensor>(
       self, *operand, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
@@ -243,7 +232,7 @@ at::Tensor& zero_(at::Tensor& self) {
   const bool direct = !runtime::strict_mode() && self.layout() == c10::kStrided &&
                       backend(self.device().type()).kind->iterator_sees_data && self.is_non_overlapping_and_dense();
   if (!direct) {
-    return in_place_through_fallback<at::_ops::zero_>(self);
+    return call_through_fallback<at::_ops::zero_>(device_key_set(self.device().type()), self);
   }
   const KernelLaunch launch(at::_ops::zero_::name, self.device());
   if (self.numel() > 0) {
@@ -318,14 +307,14 @@ void register_host_kernels(torch::Library& library) {
   library.impl("mul_.Tensor", TORCH_FN(mul__Tensor));
   library.impl("zero_", TORCH_FN(zero_));
   TORCHPLUG_ON_HOST(library, "relu", relu);
-  TORCHPLUG_ON_HOST(library, "threshold_backward", threshold_backward);
   TORCHPLUG_ON_HOST(library, "sum.dim_IntList", sum_dim_IntList);
   TORCHPLUG_ON_HOST(library, "mean.dim", mean_dim);
+  // The CPU computes float GELU with oneDNN, which only CPU tensors reach.
+  TORCHPLUG_ON_HOST(library, "gelu", gelu);
+  TORCHPLUG_ON_HOST(library, "gelu_backward", gelu_backward);
   // Without a device kernel, mse_loss reaches the composite that calls
   // mse_loss.out with a 0-d out, which the CPU kernel resizes with a warning.
   TORCHPLUG_ON_HOST(library, "mse_loss", mse_loss);
-  TORCHPLUG_ON_HOST(library, "_log_softmax", _log_softmax);
-  TORCHPLUG_ON_HOST(library, "_log_softmax_backward_data", _log_softmax_backward_data);
   library.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
   library.impl("histc", TORCH_FN(histc));

@@ -1,21 +1,78 @@
-// Native kernels for hot operators whose CPU structured kernel computes
-// directly. (Kernels reached through a DispatchStub cannot serve another
-// device type: the stub's table cannot be filled from outside libtorch.) Device memory is host memory, so a device kernel is the
-// CPU class run over the device tensors themselves: it computes output shapes
-// (meta) and the result (impl); this file only allocates outputs on the
-// device. That skips the fallback's boxing and aliasing, which dominate small ops.
+// Native kernels for hot operators: the CPU's own kernel run over the device
+// tensors themselves, which is possible because device memory is host memory.
+// Outputs come from the device's caching allocator, so a call skips the
+// fallback's boxing, host aliases and adoption of CPU-allocated results, which
+// dominate small ops.
+//
+//  - Structured: a CPU structured kernel class computes output shapes (meta)
+//    and the result (impl); this file allocates the outputs on the device.
+//    Kernels that call a DispatchStub with the iterator's device type reach
+//    the CPU loops through the PrivateUse1 slots (see cpu_stub_slots.h).
+//  - Direct: a CPU native function that allocates through the dispatcher and
+//    names the CPU in its own stub calls, called on the device tensors.
+//
+// Only where the device's memory is what TensorIterator hands out and strict
+// mode is off; elsewhere the call takes the aliasing fallback. In strict mode
+// a kernel's memory access is granted around host aliases only: over the
+// device tensors, what the CPU kernel allocates on the way (a contiguous
+// copy, a resolved conjugate) would be device memory outside the grant.
 #include <array>
-#include <optional>
+#include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/TensorIterator.h>
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/core/stack.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/_log_softmax_backward_data_native.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_native.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_native.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_native.h>
+#include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/addmm_native.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/bmm_native.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/cos_native.h>
+#include <ATen/ops/cos_ops.h>
+#include <ATen/ops/exp_native.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/log_native.h>
+#include <ATen/ops/log_ops.h>
 #include <ATen/ops/mm_native.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/native_layer_norm_backward_native.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_native.h>
+#include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/neg_native.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/pow_native.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/rsqrt_native.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/sigmoid_backward_native.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_native.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_backward_native.h>
+#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/silu_native.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sin_native.h>
+#include <ATen/ops/sin_ops.h>
+#include <ATen/ops/sqrt_native.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/tanh_backward_native.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/threshold_backward_native.h>
+#include <ATen/ops/threshold_backward_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -65,62 +122,174 @@ struct OnDevice final : CpuKernel {
   std::array<at::Tensor, Outputs> outputs;
 };
 
-// The device a kernel runs on (see KernelDevice).
-c10::Device common_device(const char* op, std::initializer_list<std::pair<const at::Tensor*, const char*>> operands) {
-  KernelDevice where(op);
-  for (const auto& [tensor, argument] : operands) {
-    where.note(*tensor, argument);
+// The device a kernel runs on, from its tensor arguments (see KernelDevice):
+// one device for all of them, CPU scalars aside, as the CPU fallback decides.
+template <typename T>
+void note_operand(KernelDevice& where, const T& argument) {
+  if constexpr (std::is_same_v<T, at::Tensor>) {
+    where.note(argument);
+  } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
+    if (argument.has_value()) {
+      where.note(*argument);
+    }
   }
+}
+
+template <typename... Args>
+c10::Device kernel_device(const char* op, const Args&... args) {
+  KernelDevice where(op);
+  (note_operand(where, args), ...);
   return where.device();
 }
 
-// In strict mode the CPU kernel runs over host aliases, through the CPU
-// fallback: over the device tensors themselves, what it allocates on the way
-// (a resolved conjugate, a contiguous copy) would be device memory outside
-// the launch's grant.
-template <typename... Args>
-at::Tensor through_fallback(const char* op_name, c10::Device device, const Args&... args) {
-  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(op_name, "");
-  torch::jit::Stack stack;
-  torch::jit::push(stack, args...);
-  aliasing_cpu_fallback(op, device_key_set(device.type()), &stack);
-  return torch::jit::pop(stack).toTensor();
+// The same, checked as torch's generated device checks of CUDA's matrix
+// products are: every tensor argument on one device, each named in the error.
+template <typename Op, typename... Args>
+c10::Device checked_kernel_device(const Args&... args) {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> found;
+    const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    for (const c10::Argument& argument : op.schema().arguments()) {
+      found.push_back(argument.name());
+    }
+    return found;
+  }();
+  KernelDevice where(Op::name);
+  size_t position = 0;
+  auto note = [&](const auto& argument) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(argument)>, at::Tensor>) {
+      where.note(argument, names[position].c_str());
+    }
+    ++position;
+  };
+  (note(args), ...);
+  return where.device();
 }
 
-#define TORCHPLUG_BINARY_KERNEL(name, CpuKernel, other_name)                                       \
-  at::Tensor name(const at::Tensor& self, const at::Tensor& other) {                               \
-    const c10::Device device =                                                                     \
-        common_device("aten::" #name, {{&self, "self"}, {&other, other_name}});                   \
-    if (runtime::strict_mode()) {                                                                  \
-      return through_fallback("aten::" #name, device, self, other);                                \
-    }                                                                                              \
-    OnDevice<CpuKernel> op(device);                                                                \
-    op.meta(self, other);                                                                          \
-    const KernelLaunch launch("aten::" #name, device, touched_memory({&self, &other, &op.outputs[0]})); \
-    op.impl(self, other, op.outputs[0]);                                                           \
-    return std::move(op.outputs[0]);                                                               \
-  }
+bool runs_over_device_memory(c10::Device device) {
+  return !runtime::strict_mode() && backend(device.type()).kind->iterator_sees_data;
+}
 
-TORCHPLUG_BINARY_KERNEL(mm, at::native::structured_mm_out_cpu, "mat2")
-
-at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
-                 const c10::Scalar& alpha) {
-  const c10::Device device = common_device("aten::addmm", {{&self, "self"}, {&mat1, "mat1"}, {&mat2, "mat2"}});
-  if (runtime::strict_mode()) {
-    return through_fallback("aten::addmm", device, self, mat1, mat2, beta, alpha);
+// The native functions take concrete sizes where the schema has symbolic ones.
+template <typename T>
+decltype(auto) concrete(T&& argument) {
+  if constexpr (std::is_same_v<std::decay_t<T>, c10::SymIntArrayRef>) {
+    return C10_AS_INTARRAYREF_SLOW(argument);
+  } else if constexpr (std::is_same_v<std::decay_t<T>, c10::SymInt>) {
+    return argument.expect_int();
+  } else {
+    return std::forward<T>(argument);
   }
-  OnDevice<at::native::structured_addmm_out_cpu> op(device);
-  op.meta(self, mat1, mat2, beta, alpha);
-  const KernelLaunch launch("aten::addmm", device, touched_memory({&self, &mat1, &mat2, &op.outputs[0]}));
-  op.impl(self, mat1, mat2, beta, alpha, op.outputs[0]);
-  return std::move(op.outputs[0]);
+}
+
+// TensorIterator casts operands to the computation's dtype only on the CPU;
+// the CPU loops read every operand as that dtype. Calls that mix dtypes (an
+// integer tensor into exp, a double scalar tensor) take the fallback, whose
+// host aliases the iterator casts.
+bool loops_need_no_casts(const at::TensorIteratorBase& iter) {
+  for (int index = iter.noutputs(); index < iter.ntensors(); ++index) {
+    if (iter.dtype(index) != iter.dtype(0)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+enum class DeviceCheck { kOperands, kNamedArguments };
+
+template <typename Op, typename CpuKernel, DeviceCheck check = DeviceCheck::kOperands,
+          typename Schema = typename Op::schema>
+struct Structured;
+
+template <typename Op, typename CpuKernel, DeviceCheck check, typename... Args>
+struct Structured<Op, CpuKernel, check, at::Tensor(Args...)> {
+  static at::Tensor call(Args... args) {
+    const c10::Device device = check == DeviceCheck::kNamedArguments ? checked_kernel_device<Op>(args...)
+                                                                      : kernel_device(Op::name, args...);
+    if (!runs_over_device_memory(device)) {
+      return call_through_fallback<Op>(device_key_set(device.type()), args...);
+    }
+    OnDevice<CpuKernel> kernel(device);
+    kernel.meta(args...);
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, CpuKernel>) {
+      if (!loops_need_no_casts(kernel)) {
+        return call_through_fallback<Op>(device_key_set(device.type()), args...);
+      }
+    }
+    const KernelLaunch launch(Op::name, device);
+    kernel.impl(args..., kernel.outputs[0]);
+    return std::move(kernel.outputs[0]);
+  }
+};
+
+template <typename Op, auto native, typename Schema = typename Op::schema>
+struct Direct;
+
+template <typename Op, auto native, typename Return, typename... Args>
+struct Direct<Op, native, Return(Args...)> {
+  static Return call(Args... args) {
+    const c10::Device device = kernel_device(Op::name, args...);
+    if (!runs_over_device_memory(device)) {
+      return call_through_fallback<Op>(device_key_set(device.type()), args...);
+    }
+    const KernelLaunch launch(Op::name, device);
+    return native(concrete(args)...);
+  }
+};
+
+// The CPU's bmm hands reduced-precision products (bf16, fp16, and fp32 when
+// oneDNN's fp32 matmul precision is lowered) to oneDNN, which refuses device
+// tensors and then turns itself off for the whole process: those calls run
+// over host aliases, as every CPU tensor's would.
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  const c10::ScalarType dtype = self.scalar_type();
+  const at::Float32Precision precision =
+      at::globalContext().float32Precision(at::Float32Backend::MKLDNN, at::Float32Op::MATMUL);
+  const bool onednn = dtype == c10::kBFloat16 || dtype == c10::kHalf ||
+                      (dtype == c10::kFloat &&
+                       (precision == at::Float32Precision::BF16 || precision == at::Float32Precision::TF32));
+  if (onednn) {
+    const c10::Device device = checked_kernel_device<at::_ops::bmm>(self, mat2);
+    return call_through_fallback<at::_ops::bmm>(device_key_set(device.type()), self, mat2);
+  }
+  return Structured<at::_ops::bmm, at::native::structured_bmm_out_cpu, DeviceCheck::kNamedArguments>::call(self, mat2);
 }
 
 }  // namespace
 
 void register_native_kernels(torch::Library& library) {
-  library.impl("mm", TORCH_FN(mm));
-  library.impl("addmm", TORCH_FN(addmm));
+  namespace ops = at::_ops;
+  namespace cpu = at::native;
+  library.impl("mm", TORCH_FN((&Structured<ops::mm, cpu::structured_mm_out_cpu, DeviceCheck::kNamedArguments>::call)));
+  library.impl("addmm", TORCH_FN((&Structured<ops::addmm, cpu::structured_addmm_out_cpu, DeviceCheck::kNamedArguments>::call)));
+  library.impl("bmm", TORCH_FN(bmm));
+  library.impl("pow.Tensor_Scalar",
+               TORCH_FN((&Structured<ops::pow_Tensor_Scalar, cpu::structured_pow_Tensor_Scalar_out>::call)));
+  library.impl("rsqrt", TORCH_FN((&Structured<ops::rsqrt, cpu::structured_rsqrt_out>::call)));
+  library.impl("sqrt", TORCH_FN((&Structured<ops::sqrt, cpu::structured_sqrt_out>::call)));
+  library.impl("neg", TORCH_FN((&Structured<ops::neg, cpu::structured_neg_out>::call)));
+  library.impl("exp", TORCH_FN((&Structured<ops::exp, cpu::structured_exp_out>::call)));
+  library.impl("log", TORCH_FN((&Structured<ops::log, cpu::structured_log_out>::call)));
+  library.impl("sin", TORCH_FN((&Structured<ops::sin, cpu::structured_sin_out>::call)));
+  library.impl("cos", TORCH_FN((&Structured<ops::cos, cpu::structured_cos_out>::call)));
+  library.impl("sigmoid", TORCH_FN((&Structured<ops::sigmoid, cpu::structured_sigmoid_out>::call)));
+  library.impl("sigmoid_backward",
+               TORCH_FN((&Structured<ops::sigmoid_backward, cpu::structured_sigmoid_backward_out>::call)));
+  library.impl("tanh_backward", TORCH_FN((&Structured<ops::tanh_backward, cpu::structured_tanh_backward_out>::call)));
+  library.impl("silu", TORCH_FN((&Structured<ops::silu, cpu::structured_silu_out>::call)));
+  library.impl("silu_backward", TORCH_FN((&Structured<ops::silu_backward, cpu::structured_silu_backward_out>::call)));
+  library.impl("threshold_backward",
+               TORCH_FN((&Structured<ops::threshold_backward, cpu::structured_threshold_backward_out>::call)));
+  library.impl("_softmax", TORCH_FN((&Structured<ops::_softmax, cpu::structured_softmax_cpu_out>::call)));
+  library.impl("_softmax_backward_data",
+               TORCH_FN((&Structured<ops::_softmax_backward_data, cpu::structured_softmax_backward_cpu_out>::call)));
+  library.impl("_log_softmax", TORCH_FN((&Structured<ops::_log_softmax, cpu::structured_log_softmax_cpu_out>::call)));
+  library.impl("_log_softmax_backward_data",
+               TORCH_FN((&Structured<ops::_log_softmax_backward_data,
+                                     cpu::structured_log_softmax_backward_cpu_out>::call)));
+  library.impl("native_layer_norm", TORCH_FN((&Direct<ops::native_layer_norm, &cpu::layer_norm_cpu>::call)));
+  library.impl("native_layer_norm_backward",
+               TORCH_FN((&Direct<ops::native_layer_norm_backward, &cpu::layer_norm_backward_cpu>::call)));
 }
 
 }  // namespace torchplug
