@@ -80,6 +80,26 @@ def test_dropout_is_reproducible(device: str) -> None:
     assert 0 < int((first == 0).sum()) < 64
 
 
+def test_dropout_draws_from_the_device_generator(device: str) -> None:
+    """native_dropout has no generator argument; on the device it must still
+    draw from the device's generator, not the CPU's, as on CUDA."""
+    module = torch.get_device_module(device)
+    x = torch.ones(256, device=device)
+    masks = []
+    for cpu_seed in (1, 2):
+        torch.manual_seed(cpu_seed)
+        module.manual_seed(7)
+        masks.append(F.dropout(x, 0.5).cpu())
+    assert torch.equal(masks[0], masks[1])
+    module.manual_seed(8)
+    assert not torch.equal(F.dropout(x, 0.5).cpu(), masks[0])
+
+
+def test_initialized_flag_reads_like_cudas(device: str) -> None:
+    torch.ones(1, device=device)
+    assert torch.get_device_module(device)._initialized is True
+
+
 @pytest.mark.parametrize("use_reentrant", [True, False])
 def test_checkpoint_replays_dropout_with_preserved_rng(device: str, use_reentrant: bool) -> None:
     layer = torch.nn.Linear(16, 16).to(device)

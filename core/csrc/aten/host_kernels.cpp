@@ -116,9 +116,10 @@ struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
 // operands, outside strict mode (whose kernels get memory access only within
 // a scope around host aliases). The CPU loops expect their inputs cast
 // already, and TensorIterator casts only on the CPU: `other` is taken as it is
-// when it is a device tensor of self's dtype, and a Python number (a 0-dim
-// CPU "wrapped number") is cast to self's dtype first when the result keeps
-// that dtype.
+// when it is a device tensor of self's dtype; a device tensor of another dtype
+// (a dropout mask) and a Python number (a 0-dim CPU "wrapped number") are cast
+// to self's dtype first, as the CPU's iterator casts them, when the result
+// keeps that dtype.
 std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::Tensor& other) {
   if (self.device().is_cpu() || runtime::strict_mode() || self.layout() != c10::kStrided ||
       other.layout() != c10::kStrided || !backend(self.device().type()).kind->iterator_sees_data) {
@@ -127,8 +128,10 @@ std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::
   if (other.device() == self.device() && other.scalar_type() == self.scalar_type()) {
     return other;
   }
-  if (other.device().is_cpu() && other.dim() == 0 && other.unsafeGetTensorImpl()->is_wrapped_number() &&
-      at::result_type(self, other) == self.scalar_type()) {
+  const bool castable = other.device() == self.device() ||
+                        (other.device().is_cpu() && other.dim() == 0 &&
+                         other.unsafeGetTensorImpl()->is_wrapped_number());
+  if (castable && at::result_type(self, other) == self.scalar_type()) {
     return other.to(self.scalar_type());
   }
   return std::nullopt;

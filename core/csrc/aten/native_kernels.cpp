@@ -10,6 +10,7 @@
 //    the CPU loops through the PrivateUse1 slots (see cpu_stub_slots.h).
 //  - Direct: a CPU native function that allocates through the dispatcher and
 //    names the CPU in its own stub calls, called on the device tensors.
+//  - Composite: a CPU native function that only calls other operators.
 //
 // Only where the device's memory is what TensorIterator hands out and strict
 // mode is off; elsewhere the call takes the aliasing fallback. In strict mode
@@ -47,6 +48,10 @@
 #include <ATen/ops/log_ops.h>
 #include <ATen/ops/mm_native.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/native_dropout_backward_native.h>
+#include <ATen/ops/native_dropout_backward_ops.h>
+#include <ATen/ops/native_dropout_native.h>
+#include <ATen/ops/native_dropout_ops.h>
 #include <ATen/ops/native_layer_norm_backward_native.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_native.h>
@@ -255,6 +260,22 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   return Structured<at::_ops::bmm, at::native::structured_bmm_out_cpu, DeviceCheck::kNamedArguments>::call(self, mat2);
 }
 
+// A CPU native function made only of dispatched operators: on the device each
+// of them is a device kernel, so it serves every device and strict mode, and
+// its random draws come from the device's generator. (Through the fallback,
+// native_dropout, whose schema has no generator argument, would draw from the
+// CPU's.)
+template <typename Op, auto native, typename Schema = typename Op::schema>
+struct Composite;
+
+template <typename Op, auto native, typename Return, typename... Args>
+struct Composite<Op, native, Return(Args...)> {
+  static Return call(Args... args) {
+    const c10::DeviceGuard guard(kernel_device(Op::name, args...));
+    return native(concrete(args)...);
+  }
+};
+
 }  // namespace
 
 void register_native_kernels(torch::Library& library) {
@@ -287,6 +308,9 @@ void register_native_kernels(torch::Library& library) {
   library.impl("_log_softmax_backward_data",
                TORCH_FN((&Structured<ops::_log_softmax_backward_data,
                                      cpu::structured_log_softmax_backward_cpu_out>::call)));
+  library.impl("native_dropout", TORCH_FN((&Composite<ops::native_dropout, &cpu::native_dropout_cpu>::call)));
+  library.impl("native_dropout_backward",
+               TORCH_FN((&Composite<ops::native_dropout_backward, &cpu::native_dropout_backward>::call)));
   library.impl("native_layer_norm", TORCH_FN((&Direct<ops::native_layer_norm, &cpu::layer_norm_cpu>::call)));
   library.impl("native_layer_norm_backward",
                TORCH_FN((&Direct<ops::native_layer_norm_backward, &cpu::layer_norm_backward_cpu>::call)));

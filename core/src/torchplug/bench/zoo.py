@@ -208,6 +208,10 @@ def _wav2vec2() -> nn.Module:
         mask_time_prob=0.2,
         mask_time_length=2,
         pad_token_id=0,
+        # LayerDrop draws from the CPU generator between the device's dropout
+        # draws; on a device (as on CUDA) the two streams are separate, so no
+        # same-seed run could match the CPU's. Dropout itself stays on.
+        layerdrop=0.0,
     )
     return transformers.Wav2Vec2ForCTC(config)
 

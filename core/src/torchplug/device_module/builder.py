@@ -36,4 +36,23 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
             continue  # the plugin's own definition wins
         setattr(module, attribute, value)
     module.__all__ = [attribute for attribute in exported if not attribute.startswith("_")]
+    _expose_initialized_flag(module, exported["is_initialized"])
     return module
+
+
+def _expose_initialized_flag(module: types.ModuleType, is_initialized: Any) -> None:
+    """``module._initialized``, read live, as ``torch.cuda._initialized`` is:
+    torch.utils.checkpoint saves and restores a device's RNG state only when it
+    reads True."""
+    if "_initialized" in module.__dict__:
+        return  # the plugin keeps its own
+    previous = module.__dict__.get("__getattr__")
+
+    def __getattr__(attribute: str) -> Any:
+        if attribute == "_initialized":
+            return is_initialized()
+        if previous is not None:
+            return previous(attribute)
+        raise AttributeError(f"module {module.__name__!r} has no attribute {attribute!r}")
+
+    module.__getattr__ = __getattr__  # type: ignore[method-assign]
