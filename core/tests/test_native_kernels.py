@@ -1,7 +1,8 @@
 """The hot operators that run the CPU's own kernels over device tensors
-(native_kernels.cpp) equal the CPU to the bit, forward and backward, on every
-path: contiguous and strided, each dtype (integers promoted to float), strict
-mode (the fallback); and they never change CPU state behind the user's back."""
+(native_kernels.cpp) equal the CPU to the bit, forward and backward, in-place
+and out= (the optimizers' steps), on every path: contiguous and strided, each
+dtype (integers promoted to float, bf16 with a number), strict mode (the
+fallback); and they never change CPU state behind the user's back."""
 
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ OPS: dict[str, Op] = {
     "mm": lambda x, y: x[0] @ y[0].t(),
     "addmm": lambda x, y: torch.addmm(y[0, 0, :5], x[0], y[0].t()),
     "sum": lambda x, y: x.sum(-1),
+    "mul number": lambda x, y: x * 0.9,
+    "add number": lambda x, y: x + 0.3,
+    "mul 0-dim tensor": lambda x, y: x * y[0, 0, 0].double(),
 }
 FLOATING = (torch.float32, torch.float64, torch.bfloat16)
 UNARY_FLOAT = ("pow 3.0", "rsqrt", "sqrt", "exp", "log", "sin", "cos", "sigmoid")
@@ -149,3 +153,61 @@ def test_strict_mode_takes_the_fallback_with_the_same_results(device: str) -> No
 
 def test_npu_in_its_own_process() -> None:
     rerun_as_owner(__file__, "npu")
+
+
+IN_PLACE: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]] = {
+    "lerp_": lambda s, a, b: s.lerp_(a, 0.1),
+    "addcmul_": lambda s, a, b: s.addcmul_(a, b, value=0.3),
+    "addcdiv_": lambda s, a, b: s.addcdiv_(a, b.abs().add(1), value=-0.2),
+    "div_ number": lambda s, a, b: s.div_(1.7),
+    "div_ tensor": lambda s, a, b: s.div_(b.abs().add(1)),
+    "mul_ number": lambda s, a, b: s.mul_(0.9),
+    "mul out=self": lambda s, a, b: torch.mul(a, b, out=s),
+    "mul out= to resize": lambda s, a, b: torch.mul(a, b, out=s[:0]),
+    "broadcast into self": lambda s, a, b: s[:1].addcmul_(a, b),
+    "mixed dtypes": lambda s, a, b: s.addcmul_(a.double(), b),
+    "strided self": lambda s, a, b: s.t().lerp_(a.t(), 0.5),
+}
+
+
+@pytest.mark.parametrize("device", active_devices())
+@pytest.mark.parametrize("dtype", FLOATING, ids=str)
+@pytest.mark.parametrize("name", IN_PLACE)
+def test_in_place_and_out_equal_the_cpu(device: str, name: str, dtype: torch.dtype) -> None:
+    generator = torch.Generator().manual_seed(1)
+    tensors = [torch.randn(6, 6, generator=generator, dtype=dtype) for _ in range(3)]
+
+    def run(on: str) -> tuple[torch.Tensor, str]:
+        self, a, b = (t.to(on, copy=True) for t in tensors)
+        try:
+            IN_PLACE[name](self, a, b)
+        except RuntimeError as error:
+            return self.cpu(), str(error).split("(")[0]
+        return self.cpu(), ""
+
+    expected, expected_error = run("cpu")
+    got, error = run(device)
+    assert error == expected_error
+    _assert_bitwise([expected], [got])
+
+
+@pytest.mark.parametrize("device", active_devices())
+@pytest.mark.parametrize("optimizer", ["AdamW", "SGD", "Adam"])
+def test_foreach_optimizer_step_equals_the_cpus_bitwise(device: str, optimizer: str) -> None:
+    """The optimizers' foreach path (the default on a device) runs the
+    in-place kernels above once per parameter."""
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(16, 8), (16,), (4, 16), (4,)]
+    initial = [torch.randn(shape, generator=generator) for shape in shapes]
+    gradients = [[torch.randn(shape, generator=generator) for shape in shapes] for _ in range(3)]
+    final = {}
+    for on in ("cpu", device):
+        parameters = [torch.nn.Parameter(tensor.to(on, copy=True)) for tensor in initial]
+        options = {"momentum": 0.9} if optimizer == "SGD" else {}
+        step = getattr(torch.optim, optimizer)(parameters, lr=0.01, foreach=True, **options)
+        for grads in gradients:
+            for parameter, grad in zip(parameters, grads, strict=True):
+                parameter.grad = grad.to(on)
+            step.step()
+        final[on] = [parameter.detach() for parameter in parameters]
+    _assert_bitwise(final["cpu"], final[device])

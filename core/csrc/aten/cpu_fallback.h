@@ -23,12 +23,18 @@ typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type ca
   using Return = typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type;
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
   if constexpr (std::is_lvalue_reference_v<Return>) {
-    // The written argument comes first in every in-place schema.
-    Return written = std::get<0>(std::forward_as_tuple(args...));
+    // The written argument: self of an in-place schema, out of an out= one.
+    at::Tensor* written = nullptr;
+    auto note_written = [&written](auto&& argument) {
+      if constexpr (std::is_same_v<decltype(argument), at::Tensor&>) {
+        written = written == nullptr ? &argument : written;
+      }
+    };
+    (note_written(args), ...);
     torch::jit::Stack stack;
     torch::jit::push(stack, std::forward<Args>(args)...);
     aliasing_cpu_fallback(op, keys, &stack);
-    return written;
+    return *written;
   } else {
     torch::jit::Stack stack;
     torch::jit::push(stack, std::forward<Args>(args)...);

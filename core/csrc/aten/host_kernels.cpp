@@ -128,9 +128,12 @@ std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::
   if (other.device() == self.device() && other.scalar_type() == self.scalar_type()) {
     return other;
   }
-  const bool castable = other.device() == self.device() ||
-                        (other.device().is_cpu() && other.dim() == 0 &&
-                         other.unsafeGetTensorImpl()->is_wrapped_number());
+  // Not into bf16 or half: with a scalar operand, the CPU's loops compute in
+  // float with the scalar as given, not rounded to self's dtype first.
+  const bool castable = !at::isReducedFloatingType(self.scalar_type()) &&
+                        (other.device() == self.device() ||
+                         (other.device().is_cpu() && other.dim() == 0 &&
+                          other.unsafeGetTensorImpl()->is_wrapped_number()));
   if (castable && at::result_type(self, other) == self.scalar_type()) {
     return other.to(self.scalar_type());
   }

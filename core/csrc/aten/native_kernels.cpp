@@ -36,6 +36,16 @@
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_native.h>
 #include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/addcdiv_native.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_native.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/div_native.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/lerp_native.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/mul_native.h>
+#include <ATen/ops/mul_ops.h>
 #include <ATen/ops/addmm_native.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_native.h>
@@ -260,6 +270,69 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   return Structured<at::_ops::bmm, at::native::structured_bmm_out_cpu, DeviceCheck::kNamedArguments>::call(self, mat2);
 }
 
+// A CPU structured kernel writing into an existing device tensor (in-place and
+// out= calls). Only an output that fits as it is (its shape and dtype) is
+// written here; anything else (resizing an out=, a broadcast into self) takes
+// the fallback, which does and says what the CPU does.
+template <class CpuKernel>
+struct IntoDevice final : CpuKernel {
+  explicit IntoDevice(const at::Tensor& output) : output(output) {}
+
+  void set_output_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          c10::TensorOptions options) override {
+    set_output_raw_strided(index, sizes, strides, options);
+  }
+
+  void set_output_raw_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              c10::TensorOptions options) override {
+    fits = fits && sizes == output.sizes() && options.dtype() == output.dtype();
+    if (fits) {
+      CpuKernel::set_output_raw_strided(index, sizes, strides, options);  // registers the operand
+    }
+  }
+
+  const at::Tensor& maybe_get_output(int64_t /*index*/) override { return output; }
+
+  const at::Tensor& output;
+  bool fits = true;
+};
+
+template <typename Op, typename CpuKernel, typename Schema = typename Op::schema>
+struct InPlace;
+
+template <typename Op, typename CpuKernel, typename... Rest>
+struct InPlace<Op, CpuKernel, at::Tensor&(at::Tensor&, Rest...)> {
+  static at::Tensor& call(at::Tensor& self, Rest... rest) {
+    const c10::Device device = kernel_device(Op::name, self, rest...);
+    if (runs_over_device_memory(device)) {
+      IntoDevice<CpuKernel> kernel(self);
+      kernel.meta(self, rest...);
+      if (kernel.fits && loops_need_no_casts(kernel)) {
+        const KernelLaunch launch(Op::name, device);
+        kernel.impl(self, rest..., self);
+        return self;
+      }
+    }
+    return call_through_fallback<Op>(device_key_set(device.type()), self, rest...);
+  }
+};
+
+// mul.out: what in-place multiplication by a number (mul_.Scalar, the
+// optimizers' _foreach_mul_) comes down to.
+at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  const c10::Device device = kernel_device(at::_ops::mul_out::name, self, other, out);
+  if (runs_over_device_memory(device)) {
+    IntoDevice<at::native::structured_mul_out> kernel(out);
+    kernel.meta(self, other);
+    if (kernel.fits && loops_need_no_casts(kernel)) {
+      const KernelLaunch launch(at::_ops::mul_out::name, device);
+      kernel.impl(self, other, out);
+      return out;
+    }
+  }
+  return call_through_fallback<at::_ops::mul_out>(device_key_set(device.type()), self, other, out);
+}
+
 // A CPU native function made only of dispatched operators: on the device each
 // of them is a device kernel, so it serves every device and strict mode, and
 // its random draws come from the device's generator. (Through the fallback,
@@ -308,6 +381,11 @@ void register_native_kernels(torch::Library& library) {
   library.impl("_log_softmax_backward_data",
                TORCH_FN((&Structured<ops::_log_softmax_backward_data,
                                      cpu::structured_log_softmax_backward_cpu_out>::call)));
+  library.impl("mul.out", TORCH_FN(mul_out));
+  library.impl("div_.Tensor", TORCH_FN((&InPlace<ops::div__Tensor, cpu::structured_div_out>::call)));
+  library.impl("lerp_.Scalar", TORCH_FN((&InPlace<ops::lerp__Scalar, cpu::structured_lerp_Scalar>::call)));
+  library.impl("addcmul_", TORCH_FN((&InPlace<ops::addcmul_, cpu::structured_addcmul_out>::call)));
+  library.impl("addcdiv_", TORCH_FN((&InPlace<ops::addcdiv_, cpu::structured_addcdiv_out>::call)));
   library.impl("native_dropout", TORCH_FN((&Composite<ops::native_dropout, &cpu::native_dropout_cpu>::call)));
   library.impl("native_dropout_backward",
                TORCH_FN((&Composite<ops::native_dropout_backward, &cpu::native_dropout_backward>::call)));
