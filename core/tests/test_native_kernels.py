@@ -167,6 +167,10 @@ IN_PLACE: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]
     "broadcast into self": lambda s, a, b: s[:1].addcmul_(a, b),
     "mixed dtypes": lambda s, a, b: s.addcmul_(a.double(), b),
     "strided self": lambda s, a, b: s.t().lerp_(a.t(), 0.5),
+    "fill_": lambda s, a, b: s.fill_(0.3),
+    "fill_ strided": lambda s, a, b: s[::2, 1:].fill_(-2),
+    "fill_ one element": lambda s, a, b: s[1, 1].fill_(7),
+    "fill_ conjugate view": lambda s, a, b: s.conj().fill_(1.5),
 }
 
 

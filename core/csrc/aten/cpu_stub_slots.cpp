@@ -7,6 +7,7 @@
 
 #include <ATen/native/Activation.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/Fill.h>
 #include <ATen/native/Lerp.h>
 #include <ATen/native/PointwiseOps.h>
 #include <ATen/native/Pow.h>
@@ -37,7 +38,7 @@ void serve_privateuse1_stubs_from_cpu() {
                  native::exp_stub, native::log_stub, native::sin_stub, native::cos_stub, native::sigmoid_stub,
                  native::sigmoid_backward_stub, native::tanh_backward_stub, native::silu_stub,
                  native::silu_backward_stub, native::threshold_stub, native::mul_stub, native::div_true_stub,
-                 native::lerp_kernel_scalar_weight, native::addcmul_stub, native::addcdiv_stub>();
+                 native::lerp_kernel_scalar_weight, native::addcmul_stub, native::addcdiv_stub, native::fill_stub>();
 }
 
 }  // namespace torchplug

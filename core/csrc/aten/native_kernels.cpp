@@ -26,6 +26,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_log_softmax_backward_data_native.h>
@@ -46,6 +47,8 @@
 #include <ATen/ops/lerp_ops.h>
 #include <ATen/ops/mul_native.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/fill_native.h>
+#include <ATen/ops/fill_ops.h>
 #include <ATen/ops/addmm_native.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_native.h>
@@ -297,6 +300,43 @@ struct IntoDevice final : CpuKernel {
   bool fits = true;
 };
 
+// A Python number (a wrapped 0-dim CPU tensor, as in `x.mul_(0.9)` and the
+// optimizers' foreach steps) cast to the written tensor's dtype, as the CPU's
+// iterator casts it. Not into bf16 or half, whose CPU loops compute with the
+// number as given: those calls keep it and take the fallback.
+at::Tensor number_in_dtype_of(const at::Tensor& written, const at::Tensor& operand) {
+  if (operand.defined() && operand.unsafeGetTensorImpl()->is_wrapped_number() &&
+      operand.scalar_type() != written.scalar_type() && !at::isReducedFloatingType(written.scalar_type()) &&
+      at::result_type(written, operand) == written.scalar_type()) {
+    return operand.to(written.scalar_type());
+  }
+  return operand;
+}
+
+template <typename T>
+decltype(auto) in_dtype_of(const at::Tensor& written, T&& argument) {
+  if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) {
+    return number_in_dtype_of(written, argument);
+  } else {
+    return std::forward<T>(argument);
+  }
+}
+
+// Runs `CpuKernel` writing into `output` with `inputs` (its meta arguments),
+// when the output fits and no operand needs a cast; false when the call must
+// take the fallback instead.
+template <class CpuKernel, typename... Inputs>
+bool into_device(const char* name, c10::Device device, const at::Tensor& output, const Inputs&... inputs) {
+  IntoDevice<CpuKernel> kernel(output);
+  kernel.meta(inputs...);
+  if (!kernel.fits || !loops_need_no_casts(kernel)) {
+    return false;
+  }
+  const KernelLaunch launch(name, device);
+  kernel.impl(inputs..., output);
+  return true;
+}
+
 template <typename Op, typename CpuKernel, typename Schema = typename Op::schema>
 struct InPlace;
 
@@ -304,14 +344,8 @@ template <typename Op, typename CpuKernel, typename... Rest>
 struct InPlace<Op, CpuKernel, at::Tensor&(at::Tensor&, Rest...)> {
   static at::Tensor& call(at::Tensor& self, Rest... rest) {
     const c10::Device device = kernel_device(Op::name, self, rest...);
-    if (runs_over_device_memory(device)) {
-      IntoDevice<CpuKernel> kernel(self);
-      kernel.meta(self, rest...);
-      if (kernel.fits && loops_need_no_casts(kernel)) {
-        const KernelLaunch launch(Op::name, device);
-        kernel.impl(self, rest..., self);
-        return self;
-      }
+    if (runs_over_device_memory(device) && into_device<CpuKernel>(Op::name, device, self, self, in_dtype_of(self, rest)...)) {
+      return self;
     }
     return call_through_fallback<Op>(device_key_set(device.type()), self, rest...);
   }
@@ -321,14 +355,10 @@ struct InPlace<Op, CpuKernel, at::Tensor&(at::Tensor&, Rest...)> {
 // optimizers' _foreach_mul_) comes down to.
 at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   const c10::Device device = kernel_device(at::_ops::mul_out::name, self, other, out);
-  if (runs_over_device_memory(device)) {
-    IntoDevice<at::native::structured_mul_out> kernel(out);
-    kernel.meta(self, other);
-    if (kernel.fits && loops_need_no_casts(kernel)) {
-      const KernelLaunch launch(at::_ops::mul_out::name, device);
-      kernel.impl(self, other, out);
-      return out;
-    }
+  if (runs_over_device_memory(device) &&
+      into_device<at::native::structured_mul_out>(at::_ops::mul_out::name, device, out, in_dtype_of(out, self),
+                                                  in_dtype_of(out, other))) {
+    return out;
   }
   return call_through_fallback<at::_ops::mul_out>(device_key_set(device.type()), self, other, out);
 }
@@ -348,6 +378,8 @@ struct Composite<Op, native, Return(Args...)> {
     return native(concrete(args)...);
   }
 };
+
+constexpr at::Tensor& (*fill_with_scalar)(at::Tensor&, const at::Scalar&) = &at::native::fill_;
 
 }  // namespace
 
@@ -382,6 +414,7 @@ void register_native_kernels(torch::Library& library) {
                TORCH_FN((&Structured<ops::_log_softmax_backward_data,
                                      cpu::structured_log_softmax_backward_cpu_out>::call)));
   library.impl("mul.out", TORCH_FN(mul_out));
+  library.impl("fill_.Scalar", TORCH_FN((&Direct<ops::fill__Scalar, fill_with_scalar>::call)));
   library.impl("div_.Tensor", TORCH_FN((&InPlace<ops::div__Tensor, cpu::structured_div_out>::call)));
   library.impl("lerp_.Scalar", TORCH_FN((&InPlace<ops::lerp__Scalar, cpu::structured_lerp_Scalar>::call)));
   library.impl("addcmul_", TORCH_FN((&InPlace<ops::addcmul_, cpu::structured_addcmul_out>::call)));
