@@ -167,6 +167,14 @@ IN_PLACE: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]
     "broadcast into self": lambda s, a, b: s[:1].addcmul_(a, b),
     "mixed dtypes": lambda s, a, b: s.addcmul_(a.double(), b),
     "strided self": lambda s, a, b: s.t().lerp_(a.t(), 0.5),
+    "mm out=": lambda s, a, b: torch.mm(a, b, out=s),
+    "mm out= slice": lambda s, a, b: torch.mm(a[:3], b, out=s[:3]),
+    "mm out= to resize": lambda s, a, b: torch.mm(a[:3], b, out=s[:0]),
+    "grouped mm": lambda s, a, b: s.copy_(
+        torch._grouped_mm(
+            a, b.t().reshape(2, 6, 3), offs=torch.tensor([3, 6], device=a.device).int()
+        ).reshape(6, 6)
+    ),
     "fill_": lambda s, a, b: s.fill_(0.3),
     "fill_ strided": lambda s, a, b: s[::2, 1:].fill_(-2),
     "fill_ one element": lambda s, a, b: s[1, 1].fill_(7),

@@ -289,8 +289,10 @@ struct IntoDevice final : CpuKernel {
   void set_output_raw_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               c10::TensorOptions options) override {
     fits = fits && sizes == output.sizes() && options.dtype() == output.dtype();
-    if (fits) {
-      CpuKernel::set_output_raw_strided(index, sizes, strides, options);  // registers the operand
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, CpuKernel>) {
+      if (fits) {
+        CpuKernel::set_output_raw_strided(index, sizes, strides, options);  // registers the operand
+      }
     }
   }
 
@@ -329,8 +331,13 @@ template <class CpuKernel, typename... Inputs>
 bool into_device(const char* name, c10::Device device, const at::Tensor& output, const Inputs&... inputs) {
   IntoDevice<CpuKernel> kernel(output);
   kernel.meta(inputs...);
-  if (!kernel.fits || !loops_need_no_casts(kernel)) {
+  if (!kernel.fits) {
     return false;
+  }
+  if constexpr (std::is_base_of_v<at::TensorIteratorBase, CpuKernel>) {
+    if (!loops_need_no_casts(kernel)) {
+      return false;
+    }
   }
   const KernelLaunch launch(name, device);
   kernel.impl(inputs..., output);
@@ -361,6 +368,17 @@ at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
     return out;
   }
   return call_through_fallback<at::_ops::mul_out>(device_key_set(device.type()), self, other, out);
+}
+
+// mm.out: what _grouped_mm (mixture-of-experts layers) runs once per group,
+// into slices of its output.
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  const c10::Device device = checked_kernel_device<at::_ops::mm_out>(self, mat2, out);
+  if (runs_over_device_memory(device) &&
+      into_device<at::native::structured_mm_out_cpu>(at::_ops::mm_out::name, device, out, self, mat2)) {
+    return out;
+  }
+  return call_through_fallback<at::_ops::mm_out>(device_key_set(device.type()), self, mat2, out);
 }
 
 // A CPU native function made only of dispatched operators: on the device each
@@ -414,6 +432,7 @@ void register_native_kernels(torch::Library& library) {
                TORCH_FN((&Structured<ops::_log_softmax_backward_data,
                                      cpu::structured_log_softmax_backward_cpu_out>::call)));
   library.impl("mul.out", TORCH_FN(mul_out));
+  library.impl("mm.out", TORCH_FN(mm_out));
   library.impl("fill_.Scalar", TORCH_FN((&Direct<ops::fill__Scalar, fill_with_scalar>::call)));
   library.impl("div_.Tensor", TORCH_FN((&InPlace<ops::div__Tensor, cpu::structured_div_out>::call)));
   library.impl("lerp_.Scalar", TORCH_FN((&InPlace<ops::lerp__Scalar, cpu::structured_lerp_Scalar>::call)));
