@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include "aten/backend.h"
+#include "aten/stream_trace.h"
 #include "runtime/event.h"
 
 namespace torchplug {
@@ -89,6 +90,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       return;
     }
     auto* block = static_cast<Block*>(data.get_context());
+    trace_stream_order({TraceKind::kMemoryRecordStream, c10::Device(type_, block->device), stream.id(),
+                        reinterpret_cast<uintptr_t>(block->pointer)});
     std::lock_guard<std::mutex> lock(mutex_);
     if (stream.id() != block->stream) {
       block->used_on.insert(stream.id());
@@ -325,6 +328,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   void release(Block* block) {
+    trace_stream_order({TraceKind::kMemoryFree, c10::Device(type_, block->device), block->stream,
+                        reinterpret_cast<uintptr_t>(block->pointer)});
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceState& dev = state(block->device);
     count_use(dev.stats, *block, /*add=*/false);

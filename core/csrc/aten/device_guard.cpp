@@ -4,6 +4,7 @@
 
 #include "aten/backend.h"
 #include "aten/device_allocator.h"
+#include "aten/stream_trace.h"
 #include "runtime/event.h"
 
 namespace torchplug {
@@ -79,11 +80,13 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeStream(const c10::Stream& stream) const override {
     translate_runtime_errors([&] { runtime_stream(stream).synchronize(); });
+    trace_stream_order({TraceKind::kStreamSynchronize, stream.device(), stream.id()});
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     const c10::DeviceIndex index = checked_device_index(type_, device_index);
     translate_runtime_errors([&] { platform().synchronize(index); });
+    trace_stream_order({TraceKind::kDeviceSynchronize, c10::Device(type_, index)});
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -96,11 +99,13 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
       *event = new runtime::Event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
     }
     static_cast<runtime::Event*>(*event)->record(runtime_stream(stream));
+    trace_stream_order({TraceKind::kEventRecord, stream.device(), stream.id(), reinterpret_cast<uintptr_t>(*event)});
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     if (event != nullptr) {
       static_cast<runtime::Event*>(event)->block(runtime_stream(stream));
+      trace_stream_order({TraceKind::kEventWait, stream.device(), stream.id(), reinterpret_cast<uintptr_t>(event)});
     }
   }
 
@@ -111,10 +116,12 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void* event) const override {
     if (event != nullptr) {
       static_cast<runtime::Event*>(event)->synchronize();
+      trace_stream_order({TraceKind::kEventSynchronize, c10::Device(type_), 0, reinterpret_cast<uintptr_t>(event)});
     }
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
+    trace_stream_order({TraceKind::kEventDestroy, c10::Device(type_), 0, reinterpret_cast<uintptr_t>(event)});
     delete static_cast<runtime::Event*>(event);
   }
 

@@ -18,6 +18,7 @@
 #include "aten/device_allocator.h"
 #include "aten/generator.h"
 #include "aten/host_allocator.h"
+#include "aten/stream_trace.h"
 #include "aten/sync_debug.h"
 #include "bindings/compiled_kernels.h"
 #include "bindings/kernel_api.h"
@@ -137,9 +138,24 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_device", [](const std::string& platform, int device) {
     with_torch_errors([&] { platform_named(platform).set_current_device(device); });
   });
-  m.def("synchronize", [](const std::string& platform, int device) {
-    py::gil_scoped_release no_gil;
-    with_torch_errors([&] { platform_named(platform).synchronize(device); });
+  m.def("synchronize", [](const std::string& device_type, int device) {
+    const c10::DeviceType type = device_type_of(device_type);
+    {
+      py::gil_scoped_release no_gil;
+      with_torch_errors([&] { platform_for(type).synchronize(device); });
+    }
+    trace_stream_order({TraceKind::kDeviceSynchronize, c10::Device(type, static_cast<c10::DeviceIndex>(device))});
+  });
+  m.def("set_stream_trace_enabled", &set_stream_trace_enabled);
+  m.def("take_stream_trace", [] {
+    static const char* kinds[] = {"event_record", "event_wait", "event_synchronize", "event_destroy",
+                                  "stream_synchronize", "device_synchronize", "memory_free", "memory_record_stream"};
+    py::list result;
+    for (const TraceEntry& entry : take_stream_trace()) {
+      result.append(py::make_tuple(kinds[static_cast<int>(entry.kind)], entry.device.type() == c10::kCPU ? -1 : static_cast<int>(entry.device.index()),
+                                   entry.stream, entry.handle, c10::DeviceTypeName(entry.device.type(), /*lower_case=*/true)));
+    }
+    return result;
   });
   m.def("runtime_stats", [](const std::string& platform, int device) {
     const auto stats = with_torch_errors([&] { return platform_named(platform).stats(device); });
