@@ -61,6 +61,7 @@ def test_binary_arithmetic_waits_for_the_current_stream(device: str) -> None:
         torch.foo._sleep(50)
         copied = host.to(device, non_blocking=True)
         doubled = copied + copied
+    torch.foo.current_stream().wait_stream(stream)
     assert torch.equal(doubled.cpu(), host * 2)
 
 

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 namespace torchplug {
 
@@ -51,6 +54,13 @@ class DeviceActivity {
         kind_(kind),
         device_(device),
         start_ns_(name_ != nullptr ? activity_clock_ns() : 0) {}
+  // The same for a kernel a stream worker runs: on `stream`, for the
+  // operator the profiler correlated with its launch.
+  DeviceActivity(const char* name, c10::Device device, ActivityKind kind, c10::StreamId stream, uint64_t correlation)
+      : DeviceActivity(name, device, kind) {
+    stream_ = stream;
+    correlation_ = correlation;
+  }
   ~DeviceActivity() {
     if (name_ != nullptr) {
       finish();
@@ -66,6 +76,8 @@ class DeviceActivity {
   ActivityKind kind_;
   c10::Device device_;
   int64_t start_ns_;
+  std::optional<c10::StreamId> stream_;
+  std::optional<uint64_t> correlation_;
 };
 
 }  // namespace torchplug

@@ -10,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include "aten/backend.h"
+#include "aten/kernel_launch.h"
 #include "aten/stream_trace.h"
 #include "runtime/event.h"
 
@@ -66,9 +67,22 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return c10::DataPtr(nullptr, c10::Device(type_, device));
     }
-    Block* block = take_block(device, nbytes);
+    Block* block = nullptr;
+    try {
+      block = take_block(device, nbytes);
+    } catch (const c10::OutOfMemoryError&) {
+      // Queued kernels may still use memory the cache could give back; once
+      // they ran, try once more (not on a stream worker: it would wait for itself).
+      if (on_stream_worker_thread() || platform().idle(device)) {
+        throw;
+      }
+      platform().wait_idle(device);
+      block = take_block(device, nbytes);
+    }
     return c10::DataPtr(block->pointer, block, &free_block, c10::Device(type_, device));
   }
+
+  static bool allocated_here(const c10::DataPtr& data) { return data.get_deleter() == &free_block; }
 
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
@@ -79,6 +93,12 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return platform().initialized(); }
 
   void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    // Cached memory goes back to the device only once no queued kernel can still touch it.
+    for (int device = 0; device < platform().device_count(); ++device) {
+      if (platform().initialized() && !on_stream_worker_thread()) {
+        platform().wait_idle(device);
+      }
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t device = 0; device < per_device_.size(); ++device) {
       release_cached(static_cast<c10::DeviceIndex>(device));
@@ -297,6 +317,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   void release_cached(c10::DeviceIndex device) {
     DeviceState& dev = state(device);
     reclaim_finished(dev);
+    if (!platform().idle(device)) {
+      return;  // a queued kernel may still use cached memory (a freed tensor's); it stays cached
+    }
     for (auto& [size, blocks] : dev.cached) {
       for (Block* block : blocks) {
         platform().free(block->pointer);
@@ -321,10 +344,20 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
       if (done) {
         block->pending.clear();
-        dev.cached[block->size].push_back(block);
         waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
+        if (block->adopted) {
+          delete_adopted(dev, block);
+        } else {
+          dev.cached[block->size].push_back(block);
+        }
       }
     }
+  }
+
+  void delete_adopted(DeviceState& dev, Block* block) {
+    count_segment(dev.stats, block->size, /*add=*/false);
+    platform().release_adopted(block->device, block->size);
+    delete block;  // frees the host memory through its own deleter
   }
 
   void release(Block* block) {
@@ -334,9 +367,18 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     DeviceState& dev = state(block->device);
     count_use(dev.stats, *block, /*add=*/false);
     if (block->adopted) {
-      count_segment(dev.stats, block->size, /*add=*/false);
-      platform().release_adopted(block->device, block->size);
-      delete block;  // frees the host memory through its own deleter
+      // Host memory that is freed outright: not while a queued kernel may read it.
+      for (runtime::Stream* stream : platform().streams(block->device)) {
+        if (!stream->query()) {
+          block->pending.push_back(std::make_unique<runtime::Event>());
+          block->pending.back()->record(*stream);
+        }
+      }
+      if (block->pending.empty()) {
+        delete_adopted(dev, block);
+      } else {
+        dev.awaiting_streams.push_back(block);
+      }
       return;
     }
     // Memory used on other streams is reused only after their queued work ends.
@@ -385,6 +427,8 @@ CachingDeviceAllocator& caching_allocator(c10::DeviceType type) {
 }
 
 c10::DeviceAllocator& device_allocator(c10::DeviceType type) { return caching_allocator(type); }
+
+bool allocated_by_device_allocator(const c10::DataPtr& data) { return CachingDeviceAllocator::allocated_here(data); }
 
 void set_memory_fraction(c10::DeviceType type, c10::DeviceIndex device, double fraction) {
   caching_allocator(type).set_memory_fraction(device, fraction);

@@ -7,6 +7,10 @@ namespace torchplug {
 // statistics torch.accelerator reports; created and installed on first use.
 c10::DeviceAllocator& device_allocator(c10::DeviceType type);
 
+// True when `data` came from a device allocator (not adopted host memory of
+// another owner, such as memory shared between processes).
+bool allocated_by_device_allocator(const c10::DataPtr& data);
+
 // The share of `device`'s capacity this process may reserve (default 1.0);
 // allocations beyond it raise torch.OutOfMemoryError.
 void set_memory_fraction(c10::DeviceType type, c10::DeviceIndex device, double fraction);

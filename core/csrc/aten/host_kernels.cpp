@@ -141,14 +141,32 @@ std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::
 }
 
 // The output is allocated on the device by the iterator; the CPU loop then
-// reads and writes device memory directly, since it is host memory.
+// reads and writes device memory directly, since it is host memory. The loop
+// runs as a kernel on the stream, over an iterator built there again (the
+// first one refers to this call's arguments by address); `loop` must own what
+// it uses. `alpha` is checked against the computation's dtype at launch.
 template <typename Op, typename Loop>
-at::Tensor binary_on_device(const at::Tensor& self, const at::Tensor& other, Loop loop) {
-  const KernelLaunch launch(Op::name, self.device());
+at::Tensor binary_on_device(const at::Tensor& self, const at::Tensor& other, const c10::Scalar* alpha, Loop loop) {
   at::Tensor result;
   at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(result, self, other);
-  loop(iter);
-  return iter.output();
+  if (alpha != nullptr) {
+    at::native::alpha_check(iter.dtype(), *alpha);
+  }
+  if (!queues_kernel(self.device(), iter.numel())) {
+    const KernelLaunch launch(Op::name, self.device());
+    fail_if_injected(Op::name, self.device());
+    loop(iter);
+    return iter.output();
+  }
+  result = iter.output();
+  launch_kernel(
+      Op::name, self.device(), result.numel(),
+      [loop = std::move(loop)](const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+        at::TensorIterator queued = at::TensorIterator::borrowing_binary_op(out, a, b);
+        loop(queued);
+      },
+      result, self, other);
+  return result;
 }
 
 at::Tensor add_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
@@ -156,10 +174,8 @@ at::Tensor add_Tensor(const at::Tensor& self, const at::Tensor& other, const c10
   if (!operand) {
     return OnHost<at::_ops::add_Tensor>::call(self, other, alpha);
   }
-  return binary_on_device<at::_ops::add_Tensor>(self, *operand, [&](at::TensorIterator& iter) {
-    at::native::alpha_check(iter.dtype(), alpha);
-    at::native::add_stub(c10::kCPU, iter, alpha);
-  });
+  return binary_on_device<at::_ops::add_Tensor>(
+      self, *operand, &alpha, [alpha](at::TensorIterator& iter) { at::native::add_stub(c10::kCPU, iter, alpha); });
 }
 
 at::Tensor sub_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
@@ -168,10 +184,8 @@ at::Tensor sub_Tensor(const at::Tensor& self, const at::Tensor& other, const c10
     return OnHost<at::_ops::sub_Tensor>::call(self, other, alpha);
   }
   at::native::sub_check(self, other);
-  return binary_on_device<at::_ops::sub_Tensor>(self, *operand, [&](at::TensorIterator& iter) {
-    at::native::alpha_check(iter.dtype(), alpha);
-    at::native::add_stub(c10::kCPU, iter, -alpha);
-  });
+  return binary_on_device<at::_ops::sub_Tensor>(
+      self, *operand, &alpha, [alpha](at::TensorIterator& iter) { at::native::add_stub(c10::kCPU, iter, -alpha); });
 }
 
 at::Tensor mul_Tensor(const at::Tensor& self, const at::Tensor& other) {
@@ -180,7 +194,7 @@ at::Tensor mul_Tensor(const at::Tensor& self, const at::Tensor& other) {
     return OnHost<at::_ops::mul_Tensor>::call(self, other);
   }
   return binary_on_device<at::_ops::mul_Tensor>(
-      self, *operand, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
+      self, *operand, nullptr, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
 }
 
 at::Tensor div_Tensor(const at::Tensor& self, const at::Tensor& other) {
@@ -190,7 +204,7 @@ at::Tensor div_Tensor(const at::Tensor& self, const at::Tensor& other) {
     return OnHost<at::_ops::div_Tensor>::call(self, other);
   }
   return binary_on_device<at::_ops::div_Tensor>(
-      self, *operand, [](at::TensorIterator& iter) { at::native::div_true_stub(c10::kCPU, iter); });
+      self, *operand, nullptr, [](at::TensorIterator& iter) { at::native::div_true_stub(c10::kCPU, iter); });
 }
 
 // In-place arithmetic (gradient accumulation, optimizer updates) on the
@@ -205,10 +219,24 @@ std::optional<at::Tensor> in_place_operand(const at::Tensor& self, const at::Ten
 }
 
 template <typename Op, typename Loop>
-at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other, Loop loop) {
-  const KernelLaunch launch(Op::name, self.device());
+at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other, const c10::Scalar* alpha, Loop loop) {
   at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(self, self, other);
-  loop(iter);
+  if (alpha != nullptr) {
+    at::native::alpha_check(iter.dtype(), *alpha);
+  }
+  if (!queues_kernel(self.device(), iter.numel())) {
+    const KernelLaunch launch(Op::name, self.device());
+    fail_if_injected(Op::name, self.device());
+    loop(iter);
+    return self;
+  }
+  launch_kernel(
+      Op::name, self.device(), self.numel(),
+      [loop = std::move(loop)](const at::Tensor& written, const at::Tensor& operand) {
+        at::TensorIterator queued = at::TensorIterator::borrowing_binary_op(written, written, operand);
+        loop(queued);
+      },
+      self, other);
   return self;
 }
 
@@ -217,10 +245,8 @@ at::Tensor& add__Tensor(at::Tensor& self, const at::Tensor& other, const c10::Sc
   if (!operand) {
     return call_through_fallback<at::_ops::add__Tensor>(device_key_set(self.device().type()), self, other, alpha);
   }
-  return binary_in_place<at::_ops::add__Tensor>(self, *operand, [&](at::TensorIterator& iter) {
-    at::native::alpha_check(iter.dtype(), alpha);
-    at::native::add_stub(c10::kCPU, iter, alpha);
-  });
+  return binary_in_place<at::_ops::add__Tensor>(
+      self, *operand, &alpha, [alpha](at::TensorIterator& iter) { at::native::add_stub(c10::kCPU, iter, alpha); });
 }
 
 at::Tensor& mul__Tensor(at::Tensor& self, const at::Tensor& other) {
@@ -229,7 +255,7 @@ at::Tensor& mul__Tensor(at::Tensor& self, const at::Tensor& other) {
     return call_through_fallback<at::_ops::mul__Tensor>(device_key_set(self.device().type()), self, other);
   }
   return binary_in_place<at::_ops::mul__Tensor>(
-      self, *operand, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
+      self, *operand, nullptr, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
 }
 
 // Zeroing a dense tensor (zero_grad(set_to_none=False), torch.zeros) is one
@@ -240,9 +266,11 @@ at::Tensor& zero_(at::Tensor& self) {
   if (!direct) {
     return call_through_fallback<at::_ops::zero_>(device_key_set(self.device().type()), self);
   }
-  const KernelLaunch launch(at::_ops::zero_::name, self.device());
   if (self.numel() > 0) {
-    std::memset(self.data_ptr(), 0, self.numel() * self.element_size());
+    launch_kernel(
+        at::_ops::zero_::name, self.device(), self.numel(),
+        [](const at::Tensor& zeroed) { std::memset(zeroed.data_ptr(), 0, zeroed.numel() * zeroed.element_size()); },
+        self);
   }
   return self;
 }

@@ -1,16 +1,175 @@
 #include "aten/kernel_launch.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/op_registration/adaption.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "aten/backend.h"
+#include "aten/device_allocator.h"
+#include "aten/host_alias.h"
 #include "aten/sync_debug.h"
 
 namespace torchplug {
+namespace {
+
+// Set on a stream worker while it runs a queued kernel: what that kernel
+// launches in turn (a CPU kernel dispatching a copy) runs inline, in order.
+thread_local bool on_stream_worker = false;
+
+// Queueing a kernel costs a few microseconds (a closure, a lock, waking the
+// worker); one touching fewer elements than this runs at once when its
+// stream is idle, which keeps the order and is cheaper.
+constexpr int64_t kQueuedWorkThreshold = 16384;
+
+// Queued kernels, handed back by the workers once they ran. What a kernel
+// keeps whole (a Python number's tensor) may be the last reference to a
+// tensor Python knew, whose release needs the GIL, which a worker must never
+// wait for (the host may hold it while it waits for the worker): host
+// threads drop them.
+std::mutex retired_mutex;
+std::vector<std::shared_ptr<std::function<void()>>> retired;
+std::atomic<bool> has_retired{false};
+
+void retire(std::shared_ptr<std::function<void()>> kernel) {
+  std::lock_guard<std::mutex> lock(retired_mutex);
+  retired.push_back(std::move(kernel));
+  has_retired.store(true, std::memory_order_release);
+}
+
+void drop_retired_kernels() {
+  if (on_stream_worker || !has_retired.load(std::memory_order_acquire)) {
+    return;
+  }
+  std::vector<std::shared_ptr<std::function<void()>>> dropping;
+  {
+    std::lock_guard<std::mutex> lock(retired_mutex);
+    dropping.swap(retired);
+    has_retired.store(false, std::memory_order_release);
+  }
+}
+
+bool launch_blocking_requested() {
+  const char* value = std::getenv("TORCHPLUG_LAUNCH_BLOCKING");
+  if (value == nullptr) {
+    return false;
+  }
+  const std::string text(value);
+  return text == "1" || text == "true" || text == "yes" || text == "on";
+}
+
+// The state a queued kernel runs in on the worker: its device and stream
+// current (for what it allocates and launches), below autograd as every
+// backend kernel runs, and never back into Python.
+class QueuedKernelScope {
+ public:
+  explicit QueuedKernelScope(c10::Stream stream)
+      : device_(stream.device()),
+        excluded_(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+                                       c10::DispatchKey::PythonDispatcher})) {
+    on_stream_worker = true;
+    set_current_stream(stream);
+  }
+  ~QueuedKernelScope() { on_stream_worker = false; }
+  QueuedKernelScope(const QueuedKernelScope&) = delete;
+  QueuedKernelScope& operator=(const QueuedKernelScope&) = delete;
+
+ private:
+  c10::DeviceGuard device_;
+  at::AutoDispatchBelowADInplaceOrView below_autograd_;
+  c10::impl::ExcludeDispatchKeyGuard excluded_;
+};
+
+std::exception_ptr asynchronous_failure(const char* name, c10::Stream stream, const std::exception& error) {
+  const c10::Error* torch_error = dynamic_cast<const c10::Error*>(&error);
+  const std::string reason = torch_error != nullptr ? torch_error->what_without_backtrace() : error.what();
+  try {
+    TORCH_CHECK(false, "Kernel ", name, " failed on ", stream.device(), " (stream ", stream.id(), "): ", reason,
+                "\nKernels run asynchronously, so this error surfaced at a later synchronizing call, not where ",
+                name, " was launched. Set TORCHPLUG_LAUNCH_BLOCKING=1 to raise it at the launch.");
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+constexpr const char* kInjectedFailure = "injected kernel failure (torchplug.runtime.inject_kernel_failures)";
+
+void run_queued_kernel(const char* name, c10::Stream stream, uint64_t correlation, const std::function<void()>& body) {
+  const QueuedKernelScope scope(stream);
+  const DeviceActivity activity(name, stream.device(), ActivityKind::kKernel, stream.id(), correlation);
+  TORCH_CHECK(!platform_for(stream.device_type()).take_kernel_failure(stream.device_index()), kInjectedFailure);
+  body();
+}
+
+}  // namespace
+
+bool launch_blocking() {
+  static const bool requested = launch_blocking_requested();
+  return requested || runtime::strict_mode();
+}
+
+bool on_stream_worker_thread() { return on_stream_worker; }
+
+bool queues_kernel(c10::Device device, int64_t work) {
+  if (on_stream_worker || launch_blocking()) {
+    return false;
+  }
+  return work >= kQueuedWorkThreshold || !runtime_stream(current_stream(device)).query();
+}
+
+void fail_if_injected(const char* name, c10::Device device) {
+  if (!on_stream_worker) {  // a kernel a queued kernel launches is part of it
+    TORCH_CHECK(!platform_for(device.type()).take_kernel_failure(device.index()), "Kernel ", name, " failed on ",
+                device, ": ", kInjectedFailure);
+  }
+}
+
+void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body) {
+  drop_retired_kernels();
+  const c10::Stream stream = current_stream(device);
+  auto kernel = std::make_shared<std::function<void()>>(std::move(body));
+  runtime_stream(stream).enqueue([kernel = std::move(kernel), name, stream,
+                                  correlation = current_correlation_id()]() mutable {
+    std::exception_ptr failure;
+    try {
+      run_queued_kernel(name, stream, correlation, *kernel);
+    } catch (const std::exception& error) {
+      failure = asynchronous_failure(name, stream, error);
+    }
+    retire(std::move(kernel));
+    if (failure) {
+      std::rethrow_exception(failure);
+    }
+  });
+}
+
+at::Tensor queued_view(const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.device().is_cpu() || !tensor.has_storage() ||
+      !allocated_by_device_allocator(tensor.storage().data_ptr())) {
+    return tensor;
+  }
+  const c10::Storage& storage = tensor.storage();
+  c10::Storage unowned(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                       c10::DataPtr(storage.unsafeGetStorageImpl()->mutable_data(), tensor.device()),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  return device_view(unowned, tensor, device_key_set(tensor.device().type()));
+}
 
 KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, const LaunchOptions& options) {
+  if (on_stream_worker) {
+    return;  // launched by a queued kernel: its stream's order already holds
+  }
+  drop_retired_kernels();
   if (options.host_waits) {
     check_synchronizing_operation(device, name);
   }

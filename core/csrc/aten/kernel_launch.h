@@ -8,10 +8,17 @@
 //   3. flags a host wait in sync-debug mode (copies to the host, item());
 //   4. grants strict memory mode's access to the device memory it touches;
 //   5. times it as a device activity for torch.profiler.
-// Whatever must see every kernel (a stream sanitizer, asynchronous execution)
-// belongs here, not in the kernels.
+// Kernels whose output shapes are known before they run go through
+// launch_kernel instead, which queues them on the stream (asynchronous
+// execution, as on real hardware) and does the same on the stream's worker.
+// Whatever must see every kernel belongs here, not in the kernels.
+#include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -51,6 +58,63 @@ class KernelLaunch {
   runtime::KernelAccess access_;
   DeviceActivity activity_;
 };
+
+// True when kernels run as they are launched: TORCHPLUG_LAUNCH_BLOCKING=1 (a
+// debugging aid, like CUDA_LAUNCH_BLOCKING) and strict memory mode.
+bool launch_blocking();
+// True on a stream worker while it runs a queued kernel.
+bool on_stream_worker_thread();
+
+// Whether a kernel on `device` touching about `work` elements is queued on
+// the current stream (asynchronous execution) rather than run at once: not
+// when launches block, and not a small kernel whose stream is idle (queueing
+// it would cost more than running it, and running it now keeps the order).
+bool queues_kernel(c10::Device device, int64_t work);
+// Queues `body` on `device`'s current stream; an error it raises there
+// surfaces at the next synchronizing call, naming operator `name`.
+void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body);
+// Raises the failure torchplug.runtime.inject_kernel_failures asked for, if any.
+void fail_if_injected(const char* name, c10::Device device);
+
+// What a queued kernel keeps of a tensor argument: a view of its device
+// memory that does not own it, so the memory is freed when the program drops
+// the tensor, as with CUDA's stream-ordered allocator (the allocator keeps
+// freed memory mapped while kernels are queued). Tensors it cannot view so
+// (host tensors, memory of other owners) are kept whole.
+at::Tensor queued_view(const at::Tensor& tensor);
+
+template <typename T>
+struct is_array_ref : std::false_type {};
+template <typename T>
+struct is_array_ref<c10::ArrayRef<T>> : std::true_type {};
+
+template <typename T>
+auto kept_for_queue(const T& argument) {
+  static_assert(!is_array_ref<T>::value, "a queued kernel cannot keep an ArrayRef argument; copy it into a vector");
+  if constexpr (std::is_same_v<T, at::Tensor>) {
+    return queued_view(argument);
+  } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
+    return argument.has_value() ? std::optional<at::Tensor>(queued_view(*argument)) : std::optional<at::Tensor>();
+  } else {
+    return argument;
+  }
+}
+
+// Runs `body(args...)` as a kernel of operator `name` on `device`, after the
+// work queued on the device's current stream: queued there (see
+// queues_kernel), over what kept_for_queue keeps of `args`, or at once.
+template <typename Body, typename... Args>
+void launch_kernel(const char* name, c10::Device device, int64_t work, Body body, const Args&... args) {
+  if (!queues_kernel(device, work)) {
+    const KernelLaunch launch(name, device);
+    fail_if_injected(name, device);
+    body(args...);
+    return;
+  }
+  enqueue_kernel(name, device, [body = std::move(body), kept = std::make_tuple(kept_for_queue(args)...)] {
+    std::apply(body, kept);
+  });
+}
 
 // The storages of the device tensors among `tensors`, in strict mode only.
 std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*> tensors);

@@ -213,6 +213,50 @@ bool loops_need_no_casts(const at::TensorIteratorBase& iter) {
   return true;
 }
 
+// A CPU structured kernel writing into an existing device tensor (in-place and
+// out= calls). Only an output that fits as it is (its shape and dtype) is
+// written here; anything else (resizing an out=, a broadcast into self) takes
+// the fallback, which does and says what the CPU does.
+template <class CpuKernel>
+struct IntoDevice final : CpuKernel {
+  explicit IntoDevice(const at::Tensor& output) : output(output) {}
+
+  void set_output_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          c10::TensorOptions options) override {
+    set_output_raw_strided(index, sizes, strides, options);
+  }
+
+  void set_output_raw_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              c10::TensorOptions options) override {
+    fits = fits && sizes == output.sizes() && options.dtype() == output.dtype();
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, CpuKernel>) {
+      if (fits) {
+        CpuKernel::set_output_raw_strided(index, sizes, strides, options);  // registers the operand
+      }
+    }
+  }
+
+  const at::Tensor& maybe_get_output(int64_t /*index*/) override { return output; }
+
+  const at::Tensor& output;
+  bool fits = true;
+};
+
+// Launches `CpuKernel` writing into `output`, whose shape and dtype its meta
+// function already accepted. A queued kernel runs its meta function once more
+// where it runs: the iterator it builds refers to its operands by address.
+template <class CpuKernel, typename... Inputs>
+void launch_into_device(const char* name, c10::Device device, const at::Tensor& output, const Inputs&... inputs) {
+  launch_kernel(
+      name, device, output.numel(),
+      [](const at::Tensor& written, const auto&... kept) {
+        IntoDevice<CpuKernel> kernel(written);
+        kernel.meta(kept...);
+        kernel.impl(kept..., written);
+      },
+      output, inputs...);
+}
+
 enum class DeviceCheck { kOperands, kNamedArguments };
 
 template <typename Op, typename CpuKernel, DeviceCheck check = DeviceCheck::kOperands,
@@ -234,8 +278,7 @@ struct Structured<Op, CpuKernel, check, at::Tensor(Args...)> {
         return call_through_fallback<Op>(device_key_set(device.type()), args...);
       }
     }
-    const KernelLaunch launch(Op::name, device);
-    kernel.impl(args..., kernel.outputs[0]);
+    launch_into_device<CpuKernel>(Op::name, device, kernel.outputs[0], args...);
     return std::move(kernel.outputs[0]);
   }
 };
@@ -272,35 +315,6 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   }
   return Structured<at::_ops::bmm, at::native::structured_bmm_out_cpu, DeviceCheck::kNamedArguments>::call(self, mat2);
 }
-
-// A CPU structured kernel writing into an existing device tensor (in-place and
-// out= calls). Only an output that fits as it is (its shape and dtype) is
-// written here; anything else (resizing an out=, a broadcast into self) takes
-// the fallback, which does and says what the CPU does.
-template <class CpuKernel>
-struct IntoDevice final : CpuKernel {
-  explicit IntoDevice(const at::Tensor& output) : output(output) {}
-
-  void set_output_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                          c10::TensorOptions options) override {
-    set_output_raw_strided(index, sizes, strides, options);
-  }
-
-  void set_output_raw_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              c10::TensorOptions options) override {
-    fits = fits && sizes == output.sizes() && options.dtype() == output.dtype();
-    if constexpr (std::is_base_of_v<at::TensorIteratorBase, CpuKernel>) {
-      if (fits) {
-        CpuKernel::set_output_raw_strided(index, sizes, strides, options);  // registers the operand
-      }
-    }
-  }
-
-  const at::Tensor& maybe_get_output(int64_t /*index*/) override { return output; }
-
-  const at::Tensor& output;
-  bool fits = true;
-};
 
 // A Python number (a wrapped 0-dim CPU tensor, as in `x.mul_(0.9)` and the
 // optimizers' foreach steps) cast to the written tensor's dtype, as the CPU's
@@ -339,8 +353,7 @@ bool into_device(const char* name, c10::Device device, const at::Tensor& output,
       return false;
     }
   }
-  const KernelLaunch launch(name, device);
-  kernel.impl(inputs..., output);
+  launch_into_device<CpuKernel>(name, device, output, inputs...);
   return true;
 }
 

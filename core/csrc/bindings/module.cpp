@@ -18,6 +18,7 @@
 #include "aten/device_allocator.h"
 #include "aten/generator.h"
 #include "aten/host_allocator.h"
+#include "aten/kernel_launch.h"
 #include "aten/stream_trace.h"
 #include "aten/sync_debug.h"
 #include "bindings/compiled_kernels.h"
@@ -170,6 +171,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("inject_allocation_failures", [](const std::string& platform, int device, int count) {
     with_torch_errors([&] { platform_named(platform).inject_allocation_failures(device, count); });
   });
+  m.def("inject_kernel_failures", [](const std::string& platform, int device, int count) {
+    with_torch_errors([&] { platform_named(platform).inject_kernel_failures(device, count); });
+  });
+  m.def("launch_blocking", &launch_blocking);
   m.def("strict_mode", &runtime::strict_mode);
   m.def("set_strict_mode", &runtime::set_strict_mode);
   m.def("sleep_on_stream", [](const std::string& platform, int device, int64_t stream_id, double milliseconds) {

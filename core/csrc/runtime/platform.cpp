@@ -37,6 +37,7 @@ struct Platform::Device {
   mutable std::mutex mutex;
   DeviceMemoryStats stats;
   int failures_to_inject = 0;
+  std::atomic<int> kernel_failures_to_inject{0};
   std::mutex streams_mutex;
   std::vector<std::unique_ptr<Stream>> streams;  // [0] is the default stream
   unsigned next_pool_stream = 0;
@@ -271,6 +272,21 @@ void Platform::inject_allocation_failures(int device_index, int count) {
   dev.failures_to_inject = count;
 }
 
+void Platform::inject_kernel_failures(int device_index, int count) {
+  device(device_index).kernel_failures_to_inject.store(count);
+}
+
+bool Platform::take_kernel_failure(int device_index) {
+  std::atomic<int>& pending = device(device_index).kernel_failures_to_inject;
+  int count = pending.load(std::memory_order_relaxed);
+  while (count > 0) {
+    if (pending.compare_exchange_weak(count, count - 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void* Platform::host_malloc(size_t bytes) {
   void* pointer = nullptr;
   if (posix_memalign(&pointer, 4096, bytes == 0 ? 1 : bytes) != 0) {
@@ -334,17 +350,35 @@ Stream& Platform::pool_stream(int device_index, int priority) {
   return *dev.streams[slot];
 }
 
-void Platform::synchronize(int device_index) {
+std::vector<Stream*> Platform::streams(int device_index) {
   Device& dev = device(device_index);
-  std::vector<Stream*> streams;
-  {
-    std::lock_guard<std::mutex> lock(dev.streams_mutex);
-    for (auto& s : dev.streams) {
-      streams.push_back(s.get());
+  std::lock_guard<std::mutex> lock(dev.streams_mutex);
+  std::vector<Stream*> result;
+  result.reserve(dev.streams.size());
+  for (auto& stream : dev.streams) {
+    result.push_back(stream.get());
+  }
+  return result;
+}
+
+void Platform::synchronize(int device_index) {
+  for (Stream* stream : streams(device_index)) {
+    stream->synchronize();
+  }
+}
+
+bool Platform::idle(int device_index) {
+  for (Stream* stream : streams(device_index)) {
+    if (!stream->query()) {
+      return false;
     }
   }
-  for (Stream* s : streams) {
-    s->synchronize();
+  return true;
+}
+
+void Platform::wait_idle(int device_index) {
+  for (Stream* stream : streams(device_index)) {
+    stream->wait_idle();
   }
 }
 

@@ -67,6 +67,11 @@ class Platform {
   void reset_peak(int device);
   // Makes the next `count` device allocations on `device` fail as if memory were full.
   void inject_allocation_failures(int device, int count);
+  // Makes the next `count` kernels launched on `device` fail while they run,
+  // as a faulting kernel on real hardware would.
+  void inject_kernel_failures(int device, int count);
+  // True (once per injected failure) when the kernel starting now must fail.
+  bool take_kernel_failure(int device);
 
   // Pinned host memory.
   void* host_malloc(size_t bytes);
@@ -78,6 +83,13 @@ class Platform {
   Stream& pool_stream(int device, int priority = 0);
   Stream& stream(int device, int64_t id);
   void synchronize(int device);
+  // Every stream of `device` created so far.
+  std::vector<Stream*> streams(int device);
+  // True when no stream of `device` has work queued.
+  bool idle(int device);
+  // Blocks until every stream of `device` ran what is queued, leaving any
+  // error a kernel raised for the next synchronize to report.
+  void wait_idle(int device);
 
   void memcpy(void* dst, const void* src, size_t bytes);
   void memcpy_async(void* dst, const void* src, size_t bytes, Stream& stream);

@@ -28,13 +28,18 @@ void Stream::enqueue(std::function<void()> task) {
 }
 
 void Stream::synchronize() {
+  wait_idle();
   std::unique_lock<std::mutex> lock(mutex_);
-  const uint64_t target = submitted_.load(std::memory_order_acquire);
-  work_done_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= target; });
   if (error_) {
     std::exception_ptr error = std::exchange(error_, nullptr);
     std::rethrow_exception(error);
   }
+}
+
+void Stream::wait_idle() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t target = submitted_.load(std::memory_order_acquire);
+  work_done_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= target; });
 }
 
 void Stream::run() {

@@ -30,6 +30,8 @@ class Stream {
   // Blocks until everything queued so far has finished; rethrows the first
   // error a task raised since the last synchronize.
   void synchronize();
+  // Blocks until everything queued so far has finished, leaving an error for synchronize().
+  void wait_idle();
 
  private:
   void run();

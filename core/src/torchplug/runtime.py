@@ -6,6 +6,8 @@ runtime with environment variables (see the docs' device page).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def set_strict_memory(enabled: bool) -> None:
     """Page-protects device memory allocated from now on outside kernels and copies.
@@ -31,11 +33,38 @@ def inject_allocation_failures(device: str, count: int = 1) -> None:
 
     from torchplug import _C
 
-    parsed = torch.device(device)
+    _C.inject_allocation_failures(*_device_and_index(torch.device(device)), int(count))
+
+
+def inject_kernel_failures(device: str, count: int = 1) -> None:
+    """Makes the next ``count`` kernels launched on ``device`` fail while they run.
+
+    With asynchronous execution (the default) the error surfaces at the next
+    synchronizing call (``synchronize()``, ``item()``, ``.cpu()``), naming the
+    kernel's operator, as a faulting kernel on real hardware does; with
+    ``TORCHPLUG_LAUNCH_BLOCKING=1`` it is raised by the launching call.
+    """
+    import torch
+
+    from torchplug import _C
+
+    _C.inject_kernel_failures(*_device_and_index(torch.device(device)), int(count))
+
+
+def launch_blocking() -> bool:
+    """True when kernels run as they are launched (``TORCHPLUG_LAUNCH_BLOCKING=1``, strict memory)."""
+    from torchplug import _C
+
+    return _C.launch_blocking()
+
+
+def _device_and_index(parsed: Any) -> tuple[str, int]:
+    import torch
+
     index = (
         parsed.index if parsed.index is not None else getattr(torch, parsed.type).current_device()
     )
-    _C.inject_allocation_failures(parsed.type, index, int(count))
+    return parsed.type, index
 
 
 def configure_devices(
