@@ -1,0 +1,238 @@
+"""Kernels run asynchronously on their stream, as on real accelerators.
+
+`torch.foo._sleep(ms)` queues a simulated kernel of that duration, so the
+work launched after it is still pending when the launching call returns;
+the tests observe that through stream queries and results, never timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import torchplug.runtime
+
+LONG_MS = 200
+
+
+def _operands(device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    a = torch.randn(512, 512)
+    b = torch.randn(512, 512)
+    return a.to(device), b.to(device)
+
+
+def test_a_launch_returns_before_its_kernel_ran(device: str) -> None:
+    a, b = _operands(device)
+    torch.foo._sleep(LONG_MS)
+    product = a @ b
+    assert not torch.foo.current_stream().query()  # still queued behind the sleep
+    torch.foo.synchronize()
+    assert torch.foo.current_stream().query()
+    assert torch.equal(product.cpu(), a.cpu() @ b.cpu())
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda t: t.cpu(),
+        lambda t: torch.tensor(t.tolist()),
+        lambda t: torch.tensor(t.sum().item()),
+        lambda t: torch.tensor(float(re.search(r"tensor\(([-+.\de]+)", repr(t.sum()))[1])),
+    ],
+    ids=["cpu", "tolist", "item", "repr"],
+)
+def test_host_reads_wait_for_the_kernels(device: str, read) -> None:
+    a, b = _operands(device)
+    torch.foo._sleep(LONG_MS)
+    result = (a + b) * 2
+    expected = read((a.cpu() + b.cpu()) * 2)
+    torch.testing.assert_close(read(result), expected)
+
+
+def test_a_non_blocking_copy_to_the_host_does_not_wait(device: str) -> None:
+    a, b = _operands(device)
+    host = torch.empty(512, 512).pin_memory()
+    torch.foo._sleep(LONG_MS)
+    host.copy_(a * b, non_blocking=True)
+    assert not torch.foo.current_stream().query()
+    torch.foo.current_stream().synchronize()
+    assert torch.equal(host, a.cpu() * b.cpu())
+
+
+def test_events_order_work_across_streams(device: str) -> None:
+    a, b = _operands(device)
+    side = torch.foo.Stream()
+    side.wait_stream(torch.foo.current_stream())
+    with torch.foo.stream(side):
+        torch.foo._sleep(LONG_MS)
+        product = a @ b
+        done = torch.foo.Event()
+        done.record()
+    torch.foo.current_stream().wait_event(done)
+    total = product.sum()
+    assert torch.equal(total.cpu(), (a.cpu() @ b.cpu()).sum())
+
+
+def test_a_missing_wait_reads_unfinished_work(device: str) -> None:
+    """The bug real hardware shows: without the wait, the default stream reads
+    the side stream's output before it is written."""
+    ones = torch.ones(1024, 1024, device=device)
+    side = torch.foo.Stream()
+    side.wait_stream(torch.foo.current_stream())
+    with torch.foo.stream(side):
+        torch.foo._sleep(LONG_MS)
+        doubled = ones * 2
+    early = doubled.sum().item()  # no wait_stream
+    torch.foo.synchronize()
+    assert early != 2 * 1024 * 1024
+    assert doubled.sum().item() == 2 * 1024 * 1024
+
+
+def test_memory_a_queued_kernel_uses_is_freed_at_once(device: str) -> None:
+    """As with CUDA's stream-ordered allocator: the program's free counts at
+    once, and the memory is reused only in stream order."""
+    a = torch.full((1024, 1024), 3.0, device=device)
+    torch.foo.synchronize()
+    before = torch.foo.memory_allocated()
+    torch.foo._sleep(LONG_MS)
+    tripled = a * 3
+    del a
+    assert torch.foo.memory_allocated() == before - 4 * 1024 * 1024 + tripled.nbytes
+    reused = torch.full((1024, 1024), 5.0, device=device)  # same stream: after the product
+    assert tripled.sum().item() == 9.0 * 1024 * 1024
+    assert reused.sum().item() == 5.0 * 1024 * 1024
+    torch.foo.empty_cache()  # waits for queued kernels before giving memory back
+
+
+def test_a_missing_record_stream_lets_memory_be_reused_early(device: str) -> None:
+    a = torch.full((1024, 1024), 3.0, device=device)
+    side = torch.foo.Stream()
+    side.wait_stream(torch.foo.current_stream())
+    with torch.foo.stream(side):
+        torch.foo._sleep(LONG_MS)
+        doubled = a * 2
+    del a  # no a.record_stream(side): the default stream may reuse it at once
+    torch.full((1024, 1024), 5.0, device=device)
+    torch.foo.synchronize()
+    assert doubled[0, 0].item() == 10.0
+
+
+def test_record_stream_keeps_memory_until_the_stream_used_it(device: str) -> None:
+    a = torch.full((1024, 1024), 3.0, device=device)
+    side = torch.foo.Stream()
+    side.wait_stream(torch.foo.current_stream())
+    with torch.foo.stream(side):
+        torch.foo._sleep(LONG_MS)
+        doubled = a * 2
+    a.record_stream(side)
+    del a
+    torch.full((1024, 1024), 5.0, device=device)
+    torch.foo.synchronize()
+    assert doubled[0, 0].item() == 6.0
+
+
+def test_a_kernel_error_surfaces_at_the_next_synchronizing_call(device: str) -> None:
+    a, b = _operands(device)
+    torch.foo._sleep(LONG_MS)
+    torchplug.runtime.inject_kernel_failures(device)
+    a @ b  # returns: the kernel has not run yet
+    with pytest.raises(RuntimeError) as caught:
+        torch.foo.synchronize()
+    message = str(caught.value)
+    assert "aten::mm" in message
+    assert "TORCHPLUG_LAUNCH_BLOCKING=1" in message
+    assert torch.equal((a @ b).cpu(), a.cpu() @ b.cpu())  # the device keeps working
+
+
+def test_sync_debug_mode_flags_host_waits_not_launches(device: str) -> None:
+    a, b = _operands(device)
+    torch.foo.set_sync_debug_mode("error")
+    try:
+        product = a @ b
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            product.sum().item()
+    finally:
+        torch.foo.set_sync_debug_mode(0)
+
+
+def test_profiler_shows_kernels_of_two_streams_overlapping(device: str, tmp_path: Path) -> None:
+    a, b = _operands(device)
+    big = torch.randn(1024, 1024, device=device)
+    side = torch.foo.Stream()
+    torch.foo.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        with torch.foo.stream(side):
+            for _ in range(3):
+                big @ big
+        for _ in range(3):
+            big @ big
+        torch.foo.synchronize()
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    kernels = [
+        e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "kernel"
+    ]
+    by_stream: dict[object, list[tuple[float, float]]] = {}
+    for kernel in kernels:
+        by_stream.setdefault(kernel["tid"], []).append((kernel["ts"], kernel["ts"] + kernel["dur"]))
+    assert len(by_stream) == 2
+    first, second = by_stream.values()
+    assert any(s1 < e2 and s2 < e1 for s1, e1 in first for s2, e2 in second)
+
+
+def _child(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+
+
+def test_launch_blocking_runs_kernels_at_launch() -> None:
+    child = _child(
+        """
+        import torch, torchplug.runtime
+        assert torchplug.runtime.launch_blocking()
+        a = torch.randn(512, 512, device="foo")
+        torch.foo._sleep(200)
+        a @ a
+        assert torch.foo.current_stream().query()  # ran, after the sleep, before returning
+        torchplug.runtime.inject_kernel_failures("foo")
+        try:
+            a @ a
+        except RuntimeError as error:
+            assert "aten::mm" in str(error) and "injected" in str(error), error
+        else:
+            raise AssertionError("the failing launch returned")
+        """,
+        TORCHPLUG_LAUNCH_BLOCKING="1",
+    )
+    assert child.returncode == 0, child.stderr
+
+
+def test_strict_memory_mode_runs_kernels_at_launch() -> None:
+    child = _child(
+        """
+        import torch, torchplug.runtime
+        assert torchplug.runtime.launch_blocking()
+        a = torch.randn(256, 256, device="foo")
+        assert torch.equal((a @ a).cpu(), a.cpu() @ a.cpu())
+        """,
+        TORCHPLUG_STRICT_MEMORY="1",
+    )
+    assert child.returncode == 0, child.stderr
+
+
+def test_launches_are_asynchronous_by_default() -> None:
+    assert not torchplug.runtime.launch_blocking() or os.environ.get("TORCHPLUG_LAUNCH_BLOCKING")
