@@ -34,6 +34,7 @@ OPS: dict[str, Op] = {
     "tanh": lambda x, y: x.tanh(),
     "silu": lambda x, y: F.silu(x),
     "relu": lambda x, y: F.relu(x),
+    "clamp_min": lambda x, y: x.clamp_min(0.1),
     "gelu": lambda x, y: F.gelu(x),
     "softmax": lambda x, y: x.softmax(-1),
     "softmax dim 0": lambda x, y: x.softmax(0),

@@ -12,6 +12,7 @@
 #include <ATen/native/PointwiseOps.h>
 #include <ATen/native/Pow.h>
 #include <ATen/native/ReduceOps.h>
+#include <ATen/native/TensorCompare.h>
 #include <ATen/native/UnaryOps.h>
 
 namespace torchplug {
@@ -38,7 +39,8 @@ void serve_privateuse1_stubs_from_cpu() {
                  native::exp_stub, native::log_stub, native::sin_stub, native::cos_stub, native::sigmoid_stub,
                  native::sigmoid_backward_stub, native::tanh_backward_stub, native::silu_stub,
                  native::silu_backward_stub, native::threshold_stub, native::mul_stub, native::div_true_stub,
-                 native::lerp_kernel_scalar_weight, native::addcmul_stub, native::addcdiv_stub, native::fill_stub>();
+                 native::lerp_kernel_scalar_weight, native::addcmul_stub, native::addcdiv_stub, native::fill_stub,
+                 native::clamp_min_scalar_stub>();
 }
 
 }  // namespace torchplug

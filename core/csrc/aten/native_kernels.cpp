@@ -53,6 +53,8 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_native.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/clamp_min_native.h>
+#include <ATen/ops/clamp_min_ops.h>
 #include <ATen/ops/cos_native.h>
 #include <ATen/ops/cos_ops.h>
 #include <ATen/ops/exp_native.h>
@@ -72,6 +74,8 @@
 #include <ATen/ops/neg_native.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_native.h>
+#include <ATen/ops/relu_native.h>
+#include <ATen/ops/relu_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/rsqrt_native.h>
 #include <ATen/ops/rsqrt_ops.h>
@@ -433,6 +437,9 @@ void register_native_kernels(torch::Library& library) {
   library.impl("sigmoid_backward",
                TORCH_FN((&Structured<ops::sigmoid_backward, cpu::structured_sigmoid_backward_out>::call)));
   library.impl("tanh_backward", TORCH_FN((&Structured<ops::tanh_backward, cpu::structured_tanh_backward_out>::call)));
+  library.impl("clamp_min", TORCH_FN((&Structured<ops::clamp_min, cpu::structured_clamp_min_out>::call)));
+  // The CPU's relu is clamp_min(self, 0).
+  library.impl("relu", TORCH_FN((&Composite<ops::relu, &cpu::relu>::call)));
   library.impl("silu", TORCH_FN((&Structured<ops::silu, cpu::structured_silu_out>::call)));
   library.impl("silu_backward", TORCH_FN((&Structured<ops::silu_backward, cpu::structured_silu_backward_out>::call)));
   library.impl("threshold_backward",

@@ -1,8 +1,29 @@
 #include "runtime/stream.h"
 
+#include <chrono>
 #include <utility>
 
 namespace torchplug::runtime {
+namespace {
+
+// A launch usually follows the last one by a few microseconds, and a host
+// wait usually ends as soon: both sides poll that long before they sleep,
+// since waking a sleeping thread costs tens of microseconds.
+constexpr auto kSpinBeforeSleeping = std::chrono::microseconds(50);
+
+template <typename Ready>
+bool spin_until(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeSleeping;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+}  // namespace
 
 Stream::Stream(int device, int64_t id, int priority) : device_(device), id_(id), priority_(priority) {}
 
@@ -37,14 +58,22 @@ void Stream::synchronize() {
 }
 
 void Stream::wait_idle() {
-  std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t target = submitted_.load(std::memory_order_acquire);
+  if (spin_until([&] { return completed_.load(std::memory_order_acquire) >= target; })) {
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
   work_done_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= target; });
 }
 
 void Stream::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
+    if (queue_.empty() && !stopping_) {
+      lock.unlock();
+      spin_until([&] { return submitted_.load(std::memory_order_acquire) > completed_.load(std::memory_order_relaxed); });
+      lock.lock();
+    }
     work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) {
       return;  // stopping and drained
