@@ -165,7 +165,6 @@ def test_sync_debug_mode_flags_host_waits_not_launches(device: str) -> None:
 
 
 def test_profiler_shows_kernels_of_two_streams_overlapping(device: str, tmp_path: Path) -> None:
-    a, b = _operands(device)
     big = torch.randn(1024, 1024, device=device)
     side = torch.foo.Stream()
     torch.foo.synchronize()
