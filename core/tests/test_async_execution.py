@@ -177,9 +177,7 @@ def test_profiler_shows_kernels_of_two_streams_overlapping(device: str, tmp_path
         torch.foo.synchronize()
     trace = tmp_path / "trace.json"
     prof.export_chrome_trace(str(trace))
-    kernels = [
-        e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "kernel"
-    ]
+    kernels = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "kernel"]
     by_stream: dict[object, list[tuple[float, float]]] = {}
     for kernel in kernels:
         by_stream.setdefault(kernel["tid"], []).append((kernel["ts"], kernel["ts"] + kernel["dur"]))
