@@ -55,9 +55,11 @@ def test_no_kernel_entry_bypasses_the_launch(source: Path) -> None:
 
 def test_every_kind_of_entry_is_a_device_activity(device: str) -> None:
     a = torch.randn(16, 16, device=device)
+    big = torch.randn(256, 256, device=device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as trace:
-        torch.mm(a, a)  # native kernel
-        torch.relu(a)  # host kernel
+        torch.mm(a, a)  # native kernel, run at launch
+        big + big  # native kernel, queued on the stream
+        torch.nn.functional.gelu(a)  # host kernel
         torch.erfinv(a.clamp(-0.5, 0.5))  # CPU fallback
         a.sum().item()  # item()
         a.cpu()  # copy
@@ -67,7 +69,8 @@ def test_every_kind_of_entry_is_a_device_activity(device: str) -> None:
     }
     for expected in (
         "aten::mm kernel",
-        "aten::relu kernel",
+        "aten::add kernel",
+        "aten::gelu kernel",
         "aten::erfinv kernel",
         "item()",
         "Memcpy DtoH",
