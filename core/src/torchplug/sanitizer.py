@@ -440,7 +440,7 @@ class _SanitizerMode(TorchDispatchMode):
             if info.no_access:
                 return func(*args, **kwargs)
             tensors = list(_tensors(info, args, kwargs))
-            launch = self._before(info, tensors, _non_blocking(info, args, kwargs))
+            launch = self._before(info, tensors, kwargs, _non_blocking(info, args, kwargs))
         result = func(*args, **kwargs)
         with state.lock:
             self._after(info, tensors, result, launch)
@@ -450,12 +450,24 @@ class _SanitizerMode(TorchDispatchMode):
         return (device.type, device.index, _C.current_stream_id(device.type, device.index))
 
     def _before(
-        self, info: _OpInfo, tensors: list[tuple[str, torch.Tensor]], asynchronous: bool
+        self,
+        info: _OpInfo,
+        tensors: list[tuple[str, torch.Tensor]],
+        kwargs: dict[str, Any],
+        asynchronous: bool,
     ) -> _Launch | None:
         """Checks and records the accesses to the arguments (None: no device operator)."""
         state = self.state
         types = state.device_types
         device = next((t.device for _, t in tensors if t.device.type in types), None)
+        if device is None:
+            # A factory, or a copy from the host, launches on its target device.
+            target = kwargs.get("device")
+            if isinstance(target, torch.device) and target.type in types:
+                index = target.index
+                device = torch.device(
+                    target.type, _C.current_device(target.type) if index is None else index
+                )
         if device is None:
             if state.host_memory:
                 self._host_accesses(info, tensors)
