@@ -391,7 +391,7 @@ def _storage(tensor: torch.Tensor) -> int:
 class _Launch:
     """An operator's place in its stream's order, shared by all its accesses."""
 
-    __slots__ = ("asynchronous", "clock", "stack", "stream", "tick")
+    __slots__ = ("asynchronous", "clock", "others", "stack", "stream", "tick")
 
     def __init__(
         self,
@@ -404,6 +404,7 @@ class _Launch:
         self.clock = clock
         self.tick = tick
         self.asynchronous = asynchronous
+        self.others: list[StreamKey] = []
         self.stack = _stack()
 
 
@@ -459,20 +460,29 @@ class _SanitizerMode(TorchDispatchMode):
         """Checks and records the accesses to the arguments (None: no device operator)."""
         state = self.state
         types = state.device_types
-        device = next((t.device for _, t in tensors if t.device.type in types), None)
-        if device is None:
-            # A factory, or a copy from the host, launches on its target device.
-            target = kwargs.get("device")
-            if isinstance(target, torch.device) and target.type in types:
-                index = target.index
-                device = torch.device(
-                    target.type, _C.current_device(target.type) if index is None else index
-                )
-        if device is None:
+        devices = []
+        for _, tensor in tensors:
+            device = tensor.device
+            if device.type in types and device not in devices:
+                devices.append(device)
+        # A factory, or a copy from the host or to another device, also names its target.
+        target = kwargs.get("device")
+        if isinstance(target, torch.device) and target.type in types:
+            if target.index is None:
+                target = torch.device(target.type, _C.current_device(target.type))
+            if target not in devices:
+                devices.append(target)
+        if not devices:
             if state.host_memory:
                 self._host_accesses(info, tensors)
             return None
-        launch = _Launch(self._stream(device), *state.launch(self._stream(device)), asynchronous)
+        streams = [self._stream(device) for device in devices]
+        launch = _Launch(streams[0], *state.launch(streams[0]), asynchronous)
+        # A copy between devices is ordered after, and before, the current
+        # streams of both (as torch.cuda's peer copies are).
+        launch.others = streams[1:]
+        for other in launch.others:
+            _join(launch.clock, state.clock(other))
         # An argument both read and written is checked once, as a write: that covers both.
         writes: dict[int, str] = {}
         reads: dict[int, str] = {}
@@ -553,6 +563,8 @@ class _SanitizerMode(TorchDispatchMode):
                     continue
                 state.host_memory.add(key)
             self._record(launch, key, info.name, True, _describe_tensor(name, tensor))
+        for other in launch.others:
+            _join(state.clock(other), launch.clock)
         # The host waits for a blocking copy to the host, and for a result it needs.
         if info.host_sync or (wrote_host and not launch.asynchronous):
             state.host_waits_for(launch.clock)
