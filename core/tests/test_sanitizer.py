@@ -177,8 +177,10 @@ def test_import_torch_does_not_load_the_sanitizer() -> None:
 
 
 def test_conformance_slice_runs_clean(device: str, tmp_path) -> None:
-    """Upstream-style tests that use streams and views, all under the sanitizer."""
-    modules = [str(SUITE_DIR / name) for name in ("streams.py", "views.py", "copies.py")]
+    """The suite's streams, copies, views, memory, nn, optimizer and autograd
+    tests, all under the sanitizer."""
+    names = ("streams.py", "copies.py", "views.py", "memory.py", "nn.py", "optim.py", "autograd.py")
+    modules = [str(SUITE_DIR / name) for name in names]
     completed = child.run_pytest(
         [
             *child.isolated_config(tmp_path),
