@@ -438,11 +438,13 @@ class _SanitizerMode(TorchDispatchMode):
         with state.lock:
             info = state.info(func)
             state.drain(info.name)
-            if info.no_access:
-                return func(*args, **kwargs)
-            tensors = list(_tensors(info, args, kwargs))
-            launch = self._before(info, tensors, kwargs, _non_blocking(info, args, kwargs))
+            if not info.no_access:
+                tensors = list(_tensors(info, args, kwargs))
+                launch = self._before(info, tensors, kwargs, _non_blocking(info, args, kwargs))
+        # Outside the lock: another thread's operators may run meanwhile.
         result = func(*args, **kwargs)
+        if info.no_access:
+            return result
         with state.lock:
             self._after(info, tensors, result, launch)
         return result
