@@ -141,6 +141,25 @@ def test_training_runs_clean(device: str, program) -> None:
         program(device)
 
 
+@pytest.mark.parametrize("device", with_backward(DEVICES))
+@pytest.mark.parametrize("threads", [False, True], ids=["calling-thread", "device-threads"])
+def test_backward_writes_are_seen(device: str, threads: bool) -> None:
+    """Autograd's backward ops are checked, also when autograd runs them on its
+    own device threads: the gradient is consumed on a side stream that never
+    waited for the backward pass."""
+    m = getattr(torch, device)
+    weight = torch.randn(64, 64, device=device, requires_grad=True)
+    side = m.Stream()
+    with torch.autograd.set_multithreading_enabled(threads), sanitizer.enabled():
+        side.wait_stream(m.current_stream())
+        (weight * 2).sum().backward()
+        with m.stream(side), pytest.raises(sanitizer.StreamRaceError) as raised:
+            weight.grad.mul(2)
+    message = str(raised.value)
+    assert f"(read, {device}:0 stream {side.stream_id})" in message, message
+    assert f"(write, {device}:0 stream 0)" in message, message
+
+
 def test_environment_variable_turns_it_on(device: str) -> None:
     result = child.run_python(
         f"""
