@@ -42,6 +42,8 @@ _log = logging.getLogger(__name__)
 # (device type, device index, stream id); the host is one more "stream".
 StreamKey = tuple[str, int, int]
 HOST: StreamKey = ("host", -1, 0)
+# An argument's name (or "result N"), shape, dtype and device.
+TensorFacts = tuple[str, torch.Size, torch.dtype, torch.device]
 
 # Operators that touch no memory though their schema lists tensors.
 _NO_ACCESS = frozenset({"record_stream", "is_pinned", "is_same_size", "is_set_to"})
@@ -121,7 +123,7 @@ class _Access:
         tick: int,
         op: str,
         kind: str,
-        tensor: str,
+        tensor: TensorFacts,
         stack: list[tuple[CodeType, int]],
     ) -> None:
         self.stream = stream
@@ -169,10 +171,15 @@ def _describe_stream(stream: StreamKey) -> str:
     return f"{device}:{index} stream {stream_id}"
 
 
-def _describe_tensor(name: str, tensor: torch.Tensor) -> str:
-    shape = "[" + ", ".join(str(size) for size in tensor.shape) + "]"
+def _tensor_facts(name: str, tensor: torch.Tensor) -> TensorFacts:
+    """What a report says about a tensor, kept unformatted until there is a report."""
+    return name, tensor.shape, tensor.dtype, tensor.device
+
+
+def _describe_tensor(facts: TensorFacts) -> str:
+    name, shape, dtype, device = facts
     what = name if name.startswith("result") else f"argument '{name}'"
-    return f"{what} (shape {shape}, {tensor.dtype}, {tensor.device})"
+    return f"{what} (shape [{', '.join(str(size) for size in shape)}], {dtype}, {device})"
 
 
 def _join(into: dict[StreamKey, int], other: dict[StreamKey, int]) -> None:
@@ -278,7 +285,7 @@ class _State:
                 continue
             other = _describe_stream(access.stream)
             raise StreamRaceError(
-                f"Memory freed while still in use on {other}: the tensor {access.tensor} was "
+                f"Memory freed while still in use on {other}: the tensor {_describe_tensor(access.tensor)} was "
                 f"allocated on {_describe_stream(allocated_on)} and freed (noticed before "
                 f"{where}) while {access.op} may still {access.kind} it on {other}; the "
                 f"allocator may hand the memory out again on "
@@ -299,7 +306,7 @@ class _State:
         tick: int,
         op: str,
         write: bool,
-        tensor: str,
+        tensor: TensorFacts,
         stack: list[tuple[CodeType, int]],
     ) -> None:
         memory = self.memory.get(memory_key)
@@ -328,7 +335,7 @@ def _race(
     stream: StreamKey,
     op: str,
     kind: str,
-    tensor: str,
+    tensor: TensorFacts,
     stack: list[tuple[CodeType, int]],
 ) -> StreamRaceError:
     earlier, later = _describe_stream(first.stream), _describe_stream(stream)
@@ -347,12 +354,12 @@ def _race(
             f"after {first.op} and waited on by {later}), or synchronize"
         )
     return StreamRaceError(
-        f"Stream race on {tensor}: {op} ({kind}, {later}) is not ordered after "
+        f"Stream race on {_describe_tensor(tensor)}: {op} ({kind}, {later}) is not ordered after "
         f"{first.op} ({first.kind}, {earlier}); on a device the {first.kind} on {earlier} "
         f"may still be running when the {kind} on {later} starts.\n"
         f"Fix to consider: {fix}.\n\n"
-        f"{op} ({kind}, {later}; {tensor}):\n{_format_stack(stack)}\n\n"
-        f"{first.op} ({first.kind}, {earlier}; {first.tensor}):\n"
+        f"{op} ({kind}, {later}; {_describe_tensor(tensor)}):\n{_format_stack(stack)}\n\n"
+        f"{first.op} ({first.kind}, {earlier}; {_describe_tensor(first.tensor)}):\n"
         f"{_format_stack(first.stack)}"
     )
 
@@ -435,16 +442,17 @@ class _SanitizerMode(TorchDispatchMode):
     ) -> Any:
         kwargs = kwargs or {}
         state = self.state
+        info = state.info(func)
+        if info.no_access:
+            # Views touch no memory: the stream order they would drain can wait
+            # for the next operator that does.
+            return func(*args, **kwargs)
         with state.lock:
-            info = state.info(func)
             state.drain(info.name)
-            if not info.no_access:
-                tensors = list(_tensors(info, args, kwargs))
-                launch = self._before(info, tensors, kwargs, _non_blocking(info, args, kwargs))
+            tensors = list(_tensors(info, args, kwargs))
+            launch = self._before(info, tensors, kwargs, _non_blocking(info, args, kwargs))
         # Outside the lock: another thread's operators may run meanwhile.
         result = func(*args, **kwargs)
-        if info.no_access:
-            return result
         with state.lock:
             self._after(info, tensors, result, launch)
         return result
@@ -486,8 +494,8 @@ class _SanitizerMode(TorchDispatchMode):
         for other in launch.others:
             _join(launch.clock, state.clock(other))
         # An argument both read and written is checked once, as a write: that covers both.
-        writes: dict[int, str] = {}
-        reads: dict[int, str] = {}
+        writes: dict[int, TensorFacts] = {}
+        reads: dict[int, TensorFacts] = {}
         for name, tensor in tensors:
             kind = tensor.device.type
             # Host memory belongs to the device stream only in a non-blocking
@@ -498,7 +506,7 @@ class _SanitizerMode(TorchDispatchMode):
             if kind == "cpu":
                 state.host_memory.add(key)
             target = writes if _written(info, name) else reads
-            target.setdefault(key, _describe_tensor(name, tensor))
+            target.setdefault(key, _tensor_facts(name, tensor))
         for key, description in reads.items():
             if key not in writes:
                 self._record(launch, key, info.name, False, description)
@@ -506,7 +514,7 @@ class _SanitizerMode(TorchDispatchMode):
             self._record(launch, key, info.name, True, description)
         return launch
 
-    def _record(self, launch: _Launch, key: int, op: str, write: bool, tensor: str) -> None:
+    def _record(self, launch: _Launch, key: int, op: str, write: bool, tensor: TensorFacts) -> None:
         self.state.access(
             key, launch.stream, launch.clock, launch.tick, op, write, tensor, launch.stack
         )
@@ -520,7 +528,7 @@ class _SanitizerMode(TorchDispatchMode):
         clock, tick = state.host_launch()
         stack = _stack()
         for name, tensor in tracked:
-            description = _describe_tensor(name, tensor)
+            description = _tensor_facts(name, tensor)
             state.access(
                 _storage(tensor),
                 HOST,
@@ -564,7 +572,7 @@ class _SanitizerMode(TorchDispatchMode):
                 if not (launch.asynchronous and kind == "cpu"):
                     continue
                 state.host_memory.add(key)
-            self._record(launch, key, info.name, True, _describe_tensor(name, tensor))
+            self._record(launch, key, info.name, True, _tensor_facts(name, tensor))
         for other in launch.others:
             _join(state.clock(other), launch.clock)
         # The host waits for a blocking copy to the host, and for a result it needs.
