@@ -454,6 +454,10 @@ class _SanitizerMode(TorchDispatchMode):
         # Outside the lock: another thread's operators may run meanwhile.
         result = func(*args, **kwargs)
         with state.lock:
+            # Memory freed meanwhile (by the operator, or by the garbage
+            # collector at any allocation) may be what the results now reuse:
+            # its free must reach the model before the results' first write.
+            state.drain(info.name)
             self._after(info, tensors, result, launch)
         return result
 
