@@ -90,6 +90,16 @@ def test_same_stream_and_host_synchronized_use_is_clean(device: str) -> None:
         assert x.sum().item() == 16  # item() waits for the stream
 
 
+def test_copy_between_devices_is_ordered_on_both(device: str) -> None:
+    with sanitizer.enabled():
+        x = torch.randn(64, device=f"{device}:0")
+        y = x.to(f"{device}:1")
+        doubled = y * 2  # device 1's current stream: after the copy
+        x.add_(1)  # device 0's current stream: after the copy read x
+        back = doubled.to(f"{device}:0")
+        assert back.device.index == 0
+
+
 def mlp_training(device: str) -> None:
     """Default stream for compute, a side stream for the next batch's upload."""
     m = getattr(torch, device)
