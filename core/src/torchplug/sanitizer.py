@@ -217,9 +217,6 @@ class _State:
             clock = self.clocks[stream] = {}
         return clock
 
-    def _host_changed(self) -> None:
-        self.host_version += 1
-
     def launch(self, stream: StreamKey) -> tuple[dict[StreamKey, int], int]:
         """Ticks `stream` for one operator; work issued after the host waited is
         ordered after what the host waited for."""
@@ -234,12 +231,12 @@ class _State:
     def host_launch(self) -> tuple[dict[StreamKey, int], int]:
         tick = self.host.get(HOST, 0) + 1
         self.host[HOST] = tick
-        self._host_changed()
+        self.host_version += 1
         return self.host, tick
 
     def host_waits_for(self, clock: dict[StreamKey, int]) -> None:
         _join(self.host, clock)
-        self._host_changed()
+        self.host_version += 1
 
     def drain(self, where: str) -> None:
         for kind, index, stream_id, handle, device in _C.take_stream_trace():
