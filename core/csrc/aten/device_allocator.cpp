@@ -176,7 +176,10 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       ensure_within_fraction(device.index(), nbytes);
     }
     translate_runtime_errors([&] { platform().adopt(device.index(), nbytes); });
-    auto* block = new Block{this, host_data.get(), nbytes, nbytes, device.index(), 0, {}, {}, true,
+    // Made for the current stream's kernel, as take_block's are: frees are
+    // traced against this stream, so the stream sanitizer checks the right one.
+    const c10::StreamId stream = current_stream(device).id();
+    auto* block = new Block{this, host_data.get(), nbytes, nbytes, device.index(), stream, {}, {}, true,
                             std::move(host_data)};
     {
       std::lock_guard<std::mutex> lock(mutex_);

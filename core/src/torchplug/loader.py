@@ -559,6 +559,11 @@ def _register(backend: Backend, status: BackendStatus, config: settings.Settings
     distributed.register(name)
     ipc.share_between_processes(name)
     inductor.enable(name)
+    if config.sanitizer:
+        # Imported only here: the sanitizer costs nothing unless asked for.
+        from torchplug import sanitizer
+
+        sanitizer.enable()
 
 
 def _prepare(backend: Backend) -> None:

@@ -17,6 +17,7 @@ STRICT = "TORCHPLUG_STRICT"
 DEVICE_COUNT = "TORCHPLUG_DEVICE_COUNT"
 DEVICE_MEMORY = "TORCHPLUG_DEVICE_MEMORY"
 STRICT_MEMORY = "TORCHPLUG_STRICT_MEMORY"
+SANITIZER = "TORCHPLUG_SANITIZER"
 
 DEFAULT_DEVICE_COUNT = 2
 DEFAULT_DEVICE_MEMORY = 8 << 30
@@ -52,6 +53,7 @@ class Settings:
     privateuse1: str | None
     strict: bool
     strict_memory: bool
+    sanitizer: bool
 
     def disables(self, device: str, distribution: str | None) -> bool:
         """``TORCHPLUG_DISABLE`` names a device, or a distribution when two provide one device."""
@@ -66,6 +68,7 @@ class Settings:
             PRIVATEUSE1: self.privateuse1,
             STRICT: self.strict,
             STRICT_MEMORY: self.strict_memory,
+            SANITIZER: self.sanitizer,
         }
 
 
@@ -77,6 +80,7 @@ def current() -> Settings:
         privateuse1=os.environ.get(PRIVATEUSE1, "").strip() or None,
         strict=_flag(STRICT),
         strict_memory=_flag(STRICT_MEMORY),
+        sanitizer=_flag(SANITIZER),
     )
 
 

@@ -53,6 +53,30 @@ def bench_mlp(device: str, rounds: int) -> Figure:
     return step_time_figure("MLP training step (64x512, 3 Linear, SGD)", times, device)
 
 
+def bench_mlp_sanitizer(device: str, rounds: int) -> Figure:
+    """The MLP step with the stream sanitizer on, against the same step without it."""
+    from torchplug import sanitizer
+
+    step = _mlp_step(device)
+
+    def sanitized() -> None:
+        with sanitizer.enabled():
+            step()
+
+    times = median_rounds({"off": step, "sanitizer": sanitized}, repeat=30, rounds=rounds)
+    ratio = times["sanitizer"] / times["off"]
+    return Figure(
+        "MLP training step with the stream sanitizer",
+        "sanitizer off",
+        times["off"] * 1e3,
+        times["sanitizer"] * 1e3,
+        "ms",
+        ratio,
+        "<= 3.00x",
+        ratio <= 3.0,
+    )
+
+
 def bench_tiny_op(device: str, rounds: int) -> Figure:
     import torch
 
@@ -203,6 +227,7 @@ def run(device: str | None, only: list[str], rounds: int, as_json: bool, pin: bo
     }
     if "mlp" in only:
         figures.append(bench_mlp(device, rounds))
+        figures.append(bench_mlp_sanitizer(device, rounds))
     if "tiny" in only:
         figures.append(bench_tiny_op(device, rounds))
     if "copy" in only:
