@@ -18,6 +18,8 @@ DEVICE_COUNT = "TORCHPLUG_DEVICE_COUNT"
 DEVICE_MEMORY = "TORCHPLUG_DEVICE_MEMORY"
 STRICT_MEMORY = "TORCHPLUG_STRICT_MEMORY"
 SANITIZER = "TORCHPLUG_SANITIZER"
+# Read by the native core when the first kernel launches (kernel_launch.cpp).
+LAUNCH_BLOCKING = "TORCHPLUG_LAUNCH_BLOCKING"
 
 DEFAULT_DEVICE_COUNT = 2
 DEFAULT_DEVICE_MEMORY = 8 << 30
@@ -54,6 +56,7 @@ class Settings:
     strict: bool
     strict_memory: bool
     sanitizer: bool
+    launch_blocking: bool
 
     def disables(self, device: str, distribution: str | None) -> bool:
         """``TORCHPLUG_DISABLE`` names a device, or a distribution when two provide one device."""
@@ -69,6 +72,7 @@ class Settings:
             STRICT: self.strict,
             STRICT_MEMORY: self.strict_memory,
             SANITIZER: self.sanitizer,
+            LAUNCH_BLOCKING: self.launch_blocking,
         }
 
 
@@ -81,6 +85,7 @@ def current() -> Settings:
         strict=_flag(STRICT),
         strict_memory=_flag(STRICT_MEMORY),
         sanitizer=_flag(SANITIZER),
+        launch_blocking=_flag(LAUNCH_BLOCKING),
     )
 
 
