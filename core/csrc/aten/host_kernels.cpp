@@ -33,7 +33,6 @@
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/sub_ops.h>
-#include <ATen/ops/sum_ops.h>
 #include <torch/library.h>
 
 #include "aten/backend.h"
@@ -339,7 +338,6 @@ void register_host_kernels(torch::Library& library) {
   library.impl("add_.Tensor", TORCH_FN(add__Tensor));
   library.impl("mul_.Tensor", TORCH_FN(mul__Tensor));
   library.impl("zero_", TORCH_FN(zero_));
-  TORCHPLUG_ON_HOST(library, "sum.dim_IntList", sum_dim_IntList);
   TORCHPLUG_ON_HOST(library, "mean.dim", mean_dim);
   // The CPU computes float GELU with oneDNN, which only CPU tensors reach.
   TORCHPLUG_ON_HOST(library, "gelu", gelu);

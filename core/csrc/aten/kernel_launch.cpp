@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/op_registration/adaption.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -104,7 +105,20 @@ std::exception_ptr asynchronous_failure(const char* name, c10::Stream stream, co
 
 constexpr const char* kInjectedFailure = "injected kernel failure (torchplug.runtime.inject_kernel_failures)";
 
-void run_queued_kernel(const char* name, c10::Stream stream, uint64_t correlation, const std::function<void()>& body) {
+// A queued kernel computes with as many intra-op threads as its launching
+// thread would (torch.set_num_threads applies to the thread that calls it):
+// the CPU's reductions and matrix products split work, and round, by it.
+void use_intra_op_threads(int threads) {
+  thread_local int current = 0;
+  if (threads != current) {
+    at::set_num_threads(threads);
+    current = threads;
+  }
+}
+
+void run_queued_kernel(const char* name, c10::Stream stream, uint64_t correlation, int threads,
+                       const std::function<void()>& body) {
+  use_intra_op_threads(threads);
   const QueuedKernelScope scope(stream);
   const DeviceActivity activity(name, stream.device(), ActivityKind::kKernel, stream.id(), correlation);
   TORCH_CHECK(!platform_for(stream.device_type()).take_kernel_failure(stream.device_index()), kInjectedFailure);
@@ -139,10 +153,10 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   const c10::Stream stream = current_stream(device);
   auto kernel = std::make_shared<std::function<void()>>(std::move(body));
   runtime_stream(stream).enqueue([kernel = std::move(kernel), name, stream,
-                                  correlation = current_correlation_id()]() mutable {
+                                  correlation = current_correlation_id(), threads = at::get_num_threads()]() mutable {
     std::exception_ptr failure;
     try {
-      run_queued_kernel(name, stream, correlation, *kernel);
+      run_queued_kernel(name, stream, correlation, threads, *kernel);
     } catch (const std::exception& error) {
       failure = asynchronous_failure(name, stream, error);
     }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/OptionalArrayRef.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "aten/device_activity.h"
@@ -88,10 +89,21 @@ struct is_array_ref : std::false_type {};
 template <typename T>
 struct is_array_ref<c10::ArrayRef<T>> : std::true_type {};
 
+// An optional list of ints a queued kernel keeps (an OptionalIntArrayRef
+// refers to the caller's list), handed to the kernel as one again.
+struct KeptIntList {
+  std::optional<std::vector<int64_t>> values;
+  operator at::OptionalIntArrayRef() const {  // NOLINT(google-explicit-constructor): stands in for the argument
+    return values.has_value() ? at::OptionalIntArrayRef(*values) : at::OptionalIntArrayRef();
+  }
+};
+
 template <typename T>
 auto kept_for_queue(const T& argument) {
   static_assert(!is_array_ref<T>::value, "a queued kernel cannot keep an ArrayRef argument; copy it into a vector");
-  if constexpr (std::is_same_v<T, at::Tensor>) {
+  if constexpr (std::is_same_v<T, at::OptionalIntArrayRef>) {
+    return argument.has_value() ? KeptIntList{argument->vec()} : KeptIntList{};
+  } else if constexpr (std::is_same_v<T, at::Tensor>) {
     return queued_view(argument);
   } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
     return argument.has_value() ? std::optional<at::Tensor>(queued_view(*argument)) : std::optional<at::Tensor>();

@@ -90,6 +90,8 @@
 #include <ATen/ops/sin_native.h>
 #include <ATen/ops/sin_ops.h>
 #include <ATen/ops/sqrt_native.h>
+#include <ATen/ops/sum_native.h>
+#include <ATen/ops/sum_ops.h>
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/tanh_backward_native.h>
 #include <ATen/ops/tanh_backward_ops.h>
@@ -320,6 +322,18 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   return Structured<at::_ops::bmm, at::native::structured_bmm_out_cpu, DeviceCheck::kNamedArguments>::call(self, mat2);
 }
 
+// The CPU's sum accumulates bf16 and half over several dimensions in float
+// first, on CPU tensors only (it asks the output's device): those sums run
+// over host aliases, as every CPU tensor's would.
+at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<c10::ScalarType> dtype) {
+  if (at::isReducedFloatingType(self.scalar_type()) || (dtype.has_value() && at::isReducedFloatingType(*dtype))) {
+    const c10::Device device = kernel_device(at::_ops::sum_dim_IntList::name, self);
+    return call_through_fallback<at::_ops::sum_dim_IntList>(device_key_set(device.type()), self, dim, keepdim, dtype);
+  }
+  return Structured<at::_ops::sum_dim_IntList, at::native::structured_sum_out>::call(self, dim, keepdim, dtype);
+}
+
 // A Python number (a wrapped 0-dim CPU tensor, as in `x.mul_(0.9)` and the
 // optimizers' foreach steps) cast to the written tensor's dtype, as the CPU's
 // iterator casts it. Not into bf16 or half, whose CPU loops compute with the
@@ -414,7 +428,22 @@ struct Composite<Op, native, Return(Args...)> {
   }
 };
 
-constexpr at::Tensor& (*fill_with_scalar)(at::Tensor&, const at::Scalar&) = &at::native::fill_;
+// fill_ (ones_like, full, zeros of a few elements): the CPU's fill over the
+// device tensor, queued like the structured kernels.
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  const c10::Device device = kernel_device(at::_ops::fill__Scalar::name, self);
+  if (!runs_over_device_memory(device)) {
+    return call_through_fallback<at::_ops::fill__Scalar>(device_key_set(device.type()), self, value);
+  }
+  launch_kernel(
+      at::_ops::fill__Scalar::name, device, self.numel(),
+      [](const at::Tensor& filled, const c10::Scalar& with) {
+        at::Tensor target = filled;  // fill_ takes a mutable handle; the view is the same memory
+        at::native::fill_(target, with);
+      },
+      self, value);
+  return self;
+}
 
 }  // namespace
 
@@ -437,6 +466,7 @@ void register_native_kernels(torch::Library& library) {
   library.impl("sigmoid_backward",
                TORCH_FN((&Structured<ops::sigmoid_backward, cpu::structured_sigmoid_backward_out>::call)));
   library.impl("tanh_backward", TORCH_FN((&Structured<ops::tanh_backward, cpu::structured_tanh_backward_out>::call)));
+  library.impl("sum.dim_IntList", TORCH_FN(sum_dim));
   library.impl("clamp_min", TORCH_FN((&Structured<ops::clamp_min, cpu::structured_clamp_min_out>::call)));
   // The CPU's relu is clamp_min(self, 0).
   library.impl("relu", TORCH_FN((&Composite<ops::relu, &cpu::relu>::call)));
@@ -453,7 +483,7 @@ void register_native_kernels(torch::Library& library) {
                                      cpu::structured_log_softmax_backward_cpu_out>::call)));
   library.impl("mul.out", TORCH_FN(mul_out));
   library.impl("mm.out", TORCH_FN(mm_out));
-  library.impl("fill_.Scalar", TORCH_FN((&Direct<ops::fill__Scalar, fill_with_scalar>::call)));
+  library.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   library.impl("div_.Tensor", TORCH_FN((&InPlace<ops::div__Tensor, cpu::structured_div_out>::call)));
   library.impl("lerp_.Scalar", TORCH_FN((&InPlace<ops::lerp__Scalar, cpu::structured_lerp_Scalar>::call)));
   library.impl("addcmul_", TORCH_FN((&InPlace<ops::addcmul_, cpu::structured_addcmul_out>::call)));
