@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from stream_bug_corpus import BUGS
 from torch.profiler import ProfilerActivity, profile
 
 import torchplug.runtime
@@ -233,3 +234,39 @@ def test_strict_memory_mode_runs_kernels_at_launch() -> None:
 
 def test_launches_are_asynchronous_by_default() -> None:
     assert not torchplug.runtime.launch_blocking() or os.environ.get("TORCHPLUG_LAUNCH_BLOCKING")
+
+
+MISTAKE_CHILD = """
+import sys
+import torch
+sys.path.insert(0, {tests!r})
+import stream_bug_corpus
+from stream_bug_corpus import BUGS
+
+stream_bug_corpus.SLOW_MS = 200  # a wide window, whatever the machine's load
+bug = next(b for b in BUGS if b.name == {name!r})
+
+
+def value(result):
+    return result.detach().cpu().clone() if isinstance(result, torch.Tensor) else torch.tensor(result)
+
+
+try:
+    got = value(bug.buggy("foo"))
+    torch.foo.synchronize()
+except RuntimeError as error:
+    print("error:", error)
+else:
+    expected = value(bug.fixed("foo"))
+    print("wrong" if not torch.equal(got, expected) else "right")
+"""
+
+
+@pytest.mark.parametrize("name", [bug.name for bug in BUGS])
+def test_each_corpus_mistake_goes_wrong_without_the_sanitizer(name: str) -> None:
+    """Run first in a fresh process (no earlier run left the right values in
+    the memory it reads), the buggy program computes a wrong result."""
+    child = _child(MISTAKE_CHILD.format(tests=str(Path(__file__).parent), name=name))
+    assert child.returncode == 0, child.stderr
+    outcome = child.stdout.strip().splitlines()[-1]
+    assert outcome == "wrong" or outcome.startswith("error:"), child.stdout

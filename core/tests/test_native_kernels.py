@@ -18,6 +18,12 @@ from torchplug_testing.child import child_environment, run_python
 
 Op = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
+
+def _classes(y: torch.Tensor) -> torch.Tensor:
+    """Class indices for 5 samples over 37 classes, on y's device."""
+    return (y[0, :, 0].detach().abs() * 10).long() % 37
+
+
 OPS: dict[str, Op] = {
     "pow 2": lambda x, y: x.pow(2),
     "pow 3.0": lambda x, y: x.pow(3.0),
@@ -48,6 +54,14 @@ OPS: dict[str, Op] = {
     "sum keepdim": lambda x, y: x.sum((0, 2), keepdim=True),
     "sum as float64": lambda x, y: x.sum(1, dtype=torch.float64),
     "sum of integers": lambda x, y: (x * 10).long().sum(-1),
+    "nll_loss": lambda x, y: F.nll_loss(x[0].log_softmax(-1), _classes(y)),
+    "nll_loss weighted, ignored, unreduced": lambda x, y: F.nll_loss(
+        x[0].log_softmax(-1),
+        _classes(y),
+        weight=y[1, 0].detach().abs(),
+        ignore_index=3,
+        reduction="none",
+    ),
     "mul number": lambda x, y: x * 0.9,
     "add number": lambda x, y: x + 0.3,
     "mul 0-dim tensor": lambda x, y: x * y[0, 0, 0].double(),

@@ -72,6 +72,8 @@
 #include <ATen/ops/native_layer_norm_native.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/neg_native.h>
+#include <ATen/ops/nll_loss_backward_native.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_native.h>
 #include <ATen/ops/relu_native.h>
@@ -248,6 +250,19 @@ struct IntoDevice final : CpuKernel {
   bool fits = true;
 };
 
+// Structured kernels take an optional tensor as an OptionalTensorRef, and
+// concrete sizes where the schema has symbolic ones.
+template <typename T>
+decltype(auto) structured_argument(const T& argument) {
+  if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
+    return argument.has_value() && argument->defined() ? at::OptionalTensorRef(*argument) : at::OptionalTensorRef();
+  } else if constexpr (std::is_same_v<T, c10::SymInt>) {
+    return argument.expect_int();
+  } else {
+    return (argument);
+  }
+}
+
 // Launches `CpuKernel` writing into `output`, whose shape and dtype its meta
 // function already accepted. A queued kernel runs its meta function once more
 // where it runs: the iterator it builds refers to its operands by address.
@@ -257,8 +272,8 @@ void launch_into_device(const char* name, c10::Device device, const at::Tensor& 
       name, device, output.numel(),
       [](const at::Tensor& written, const auto&... kept) {
         IntoDevice<CpuKernel> kernel(written);
-        kernel.meta(kept...);
-        kernel.impl(kept..., written);
+        kernel.meta(structured_argument(kept)...);
+        kernel.impl(structured_argument(kept)..., written);
       },
       output, inputs...);
 }
@@ -278,7 +293,7 @@ struct Structured<Op, CpuKernel, check, at::Tensor(Args...)> {
       return call_through_fallback<Op>(device_key_set(device.type()), args...);
     }
     OnDevice<CpuKernel> kernel(device);
-    kernel.meta(args...);
+    kernel.meta(structured_argument(args)...);
     if constexpr (std::is_base_of_v<at::TensorIteratorBase, CpuKernel>) {
       if (!loops_need_no_casts(kernel)) {
         return call_through_fallback<Op>(device_key_set(device.type()), args...);
@@ -362,7 +377,7 @@ decltype(auto) in_dtype_of(const at::Tensor& written, T&& argument) {
 template <class CpuKernel, typename... Inputs>
 bool into_device(const char* name, c10::Device device, const at::Tensor& output, const Inputs&... inputs) {
   IntoDevice<CpuKernel> kernel(output);
-  kernel.meta(inputs...);
+  kernel.meta(structured_argument(inputs)...);
   if (!kernel.fits) {
     return false;
   }
@@ -467,6 +482,8 @@ void register_native_kernels(torch::Library& library) {
                TORCH_FN((&Structured<ops::sigmoid_backward, cpu::structured_sigmoid_backward_out>::call)));
   library.impl("tanh_backward", TORCH_FN((&Structured<ops::tanh_backward, cpu::structured_tanh_backward_out>::call)));
   library.impl("sum.dim_IntList", TORCH_FN(sum_dim));
+  library.impl("nll_loss_backward",
+               TORCH_FN((&Structured<ops::nll_loss_backward, cpu::structured_nll_loss_backward_out_cpu>::call)));
   library.impl("clamp_min", TORCH_FN((&Structured<ops::clamp_min, cpu::structured_clamp_min_out>::call)));
   // The CPU's relu is clamp_min(self, 0).
   library.impl("relu", TORCH_FN((&Composite<ops::relu, &cpu::relu>::call)));
