@@ -74,6 +74,8 @@
 #include <ATen/ops/neg_native.h>
 #include <ATen/ops/nll_loss_backward_native.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/nll_loss_forward_native.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_native.h>
 #include <ATen/ops/relu_native.h>
@@ -225,9 +227,12 @@ bool loops_need_no_casts(const at::TensorIteratorBase& iter) {
 // out= calls). Only an output that fits as it is (its shape and dtype) is
 // written here; anything else (resizing an out=, a broadcast into self) takes
 // the fallback, which does and says what the CPU does.
-template <class CpuKernel>
+template <class CpuKernel, size_t Outputs = 1>
 struct IntoDevice final : CpuKernel {
-  explicit IntoDevice(const at::Tensor& output) : output(output) {}
+  template <typename... Written>
+  explicit IntoDevice(const Written&... written) : outputs{&written...} {
+    static_assert(sizeof...(Written) == Outputs, "one tensor per output");
+  }
 
   void set_output_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           c10::TensorOptions options) override {
@@ -236,6 +241,7 @@ struct IntoDevice final : CpuKernel {
 
   void set_output_raw_strided(int64_t index, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               c10::TensorOptions options) override {
+    const at::Tensor& output = *outputs[index];
     fits = fits && sizes == output.sizes() && options.dtype() == output.dtype();
     if constexpr (std::is_base_of_v<at::TensorIteratorBase, CpuKernel>) {
       if (fits) {
@@ -244,9 +250,9 @@ struct IntoDevice final : CpuKernel {
     }
   }
 
-  const at::Tensor& maybe_get_output(int64_t /*index*/) override { return output; }
+  const at::Tensor& maybe_get_output(int64_t index) override { return *outputs[index]; }
 
-  const at::Tensor& output;
+  std::array<const at::Tensor*, Outputs> outputs;
   bool fits = true;
 };
 
@@ -301,6 +307,30 @@ struct Structured<Op, CpuKernel, check, at::Tensor(Args...)> {
     }
     launch_into_device<CpuKernel>(Op::name, device, kernel.outputs[0], args...);
     return std::move(kernel.outputs[0]);
+  }
+};
+
+// The same for kernels with two outputs (nll_loss_forward: the loss and the
+// total weight).
+template <typename Op, typename CpuKernel, DeviceCheck check, typename... Args>
+struct Structured<Op, CpuKernel, check, std::tuple<at::Tensor, at::Tensor>(Args...)> {
+  static std::tuple<at::Tensor, at::Tensor> call(Args... args) {
+    const c10::Device device = kernel_device(Op::name, args...);
+    if (!runs_over_device_memory(device)) {
+      return call_through_fallback<Op>(device_key_set(device.type()), args...);
+    }
+    OnDevice<CpuKernel, 2> kernel(device);
+    kernel.meta(structured_argument(args)...);
+    static_assert(!std::is_base_of_v<at::TensorIteratorBase, CpuKernel>, "no two-output iterator kernel is served");
+    launch_kernel(
+        Op::name, device, kernel.outputs[0].numel(),
+        [](const at::Tensor& first, const at::Tensor& second, const auto&... kept) {
+          IntoDevice<CpuKernel, 2> queued(first, second);
+          queued.meta(structured_argument(kept)...);
+          queued.impl(structured_argument(kept)..., first, second);
+        },
+        kernel.outputs[0], kernel.outputs[1], args...);
+    return {std::move(kernel.outputs[0]), std::move(kernel.outputs[1])};
   }
 };
 
@@ -482,6 +512,8 @@ void register_native_kernels(torch::Library& library) {
                TORCH_FN((&Structured<ops::sigmoid_backward, cpu::structured_sigmoid_backward_out>::call)));
   library.impl("tanh_backward", TORCH_FN((&Structured<ops::tanh_backward, cpu::structured_tanh_backward_out>::call)));
   library.impl("sum.dim_IntList", TORCH_FN(sum_dim));
+  library.impl("nll_loss_forward",
+               TORCH_FN((&Structured<ops::nll_loss_forward, cpu::structured_nll_loss_forward_out_cpu>::call)));
   library.impl("nll_loss_backward",
                TORCH_FN((&Structured<ops::nll_loss_backward, cpu::structured_nll_loss_backward_out_cpu>::call)));
   library.impl("clamp_min", TORCH_FN((&Structured<ops::clamp_min, cpu::structured_clamp_min_out>::call)));
