@@ -372,11 +372,13 @@ def _tensors(info: _OpInfo, args: tuple, kwargs: dict) -> Iterator[tuple[str, to
 
 
 def _named(name: str, value: object) -> Iterator[tuple[str, torch.Tensor]]:
+    # Sparse layouts have no one storage to key their memory by: not tracked.
     if isinstance(value, torch.Tensor):
-        yield name, value
+        if value.layout == torch.strided:
+            yield name, value
     elif isinstance(value, list | tuple):
         for position, item in enumerate(value):
-            if isinstance(item, torch.Tensor):
+            if isinstance(item, torch.Tensor) and item.layout == torch.strided:
                 yield f"{name}[{position}]", item
 
 
