@@ -7,6 +7,7 @@
 // ...) and the in-tree HPU key alike; where the two differ is one table,
 // DeviceKind, in backend_registry.cpp.
 #include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
 #include <c10/core/DeviceType.h>
@@ -69,6 +70,8 @@ const BackendIdentity& backend(const std::string& name);
 const BackendIdentity& backend(c10::DeviceType type);
 // Null when `type` is not served by torchplug.
 const BackendIdentity* find_backend(c10::DeviceType type);
+// The device names of the backends registered so far.
+std::vector<std::string> registered_backend_names();
 // The runtime platform `name` addresses: a registered backend's, else the
 // platform of that name (configured before its backend registers).
 runtime::Platform& platform_named(const std::string& name);

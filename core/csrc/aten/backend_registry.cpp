@@ -105,6 +105,16 @@ const BackendIdentity& register_backend(const std::string& key_name, const std::
 
 const BackendIdentity* find_backend(c10::DeviceType type) { return backends[static_cast<size_t>(type)]; }
 
+std::vector<std::string> registered_backend_names() {
+  std::vector<std::string> names;
+  for (const BackendIdentity* identity : backends) {
+    if (identity != nullptr) {
+      names.push_back(identity->name);
+    }
+  }
+  return names;
+}
+
 const BackendIdentity& backend(c10::DeviceType type) {
   const BackendIdentity* found = find_backend(type);
   TORCH_CHECK(found != nullptr, "No torchplug backend is registered for device type ",

@@ -1,6 +1,7 @@
 #include "aten/device_allocator.h"
 
 #include <array>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -67,18 +68,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) {
       return c10::DataPtr(nullptr, c10::Device(type_, device));
     }
-    Block* block = nullptr;
-    try {
-      block = take_block(device, nbytes);
-    } catch (const c10::OutOfMemoryError&) {
-      // Queued kernels may still use memory the cache could give back; once
-      // they ran, try once more (not on a stream worker: it would wait for itself).
-      if (on_stream_worker_thread() || platform().idle(device)) {
-        throw;
-      }
-      platform().wait_idle(device);
-      block = take_block(device, nbytes);
-    }
+    Block* block = take_block(device, nbytes);
     return c10::DataPtr(block->pointer, block, &free_block, c10::Device(type_, device));
   }
 
@@ -172,8 +162,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   c10::DataPtr adopt(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ensure_within_fraction(device.index(), nbytes);
+      std::unique_lock<std::mutex> lock(mutex_);
+      ensure_within_fraction(device.index(), nbytes, lock);
     }
     translate_runtime_errors([&] { platform().adopt(device.index(), nbytes); });
     // Made for the current stream's kernel, as take_block's are: frees are
@@ -234,7 +224,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     const size_t size = rounded_size(nbytes);
     translate_runtime_errors([&] { platform().check_usable(); });
     const c10::StreamId stream = current_stream(c10::Device(type_, device)).id();
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     DeviceState& dev = state(device);
     reclaim_finished(dev);
     Block* block = nullptr;
@@ -251,7 +241,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
     }
     if (block == nullptr) {
-      block = new_block(device, size);
+      block = new_block(device, size, lock);
     }
     block->requested = nbytes;
     block->stream = stream;
@@ -261,8 +251,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   // The per-process memory fraction caps reserved memory below the device's
   // capacity; the cache is given back first if that makes room, as with CUDA.
-  // Caller holds mutex_.
-  void ensure_within_fraction(c10::DeviceIndex device, size_t size) {
+  // Caller holds mutex_ through `lock`.
+  void ensure_within_fraction(c10::DeviceIndex device, size_t size, std::unique_lock<std::mutex>& lock) {
     DeviceState& dev = state(device);
     if (dev.memory_fraction >= 1.0) {
       return;
@@ -276,6 +266,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       return;
     }
     ++dev.stats.num_alloc_retries;
+    wait_for_queued_kernels(device, lock);
     release_cached(device);
     if (reserved() + size <= limit) {
       return;
@@ -291,9 +282,21 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
                      c10::DeviceTypeName(type_, /*lower_case=*/true), ".set_per_process_memory_fraction().");
   }
 
-  Block* new_block(c10::DeviceIndex device, size_t size) {
+  // Lets the kernels queued on `device` finish, since they may use memory the
+  // cache would give back, with mutex_ released (they may allocate). Not on a
+  // stream worker, which would wait for itself.
+  void wait_for_queued_kernels(c10::DeviceIndex device, std::unique_lock<std::mutex>& lock) {
+    if (on_stream_worker_thread() || platform().idle(device)) {
+      return;
+    }
+    lock.unlock();
+    platform().wait_idle(device);
+    lock.lock();
+  }
+
+  Block* new_block(c10::DeviceIndex device, size_t size, std::unique_lock<std::mutex>& lock) {
     DeviceState& dev = state(device);
-    ensure_within_fraction(device, size);
+    ensure_within_fraction(device, size, lock);
     void* pointer = nullptr;
     try {
       pointer = platform().malloc(device, size);
@@ -304,6 +307,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
       // Give the cache back to the device and try once more, as CUDA's allocator does.
       ++dev.stats.num_alloc_retries;
+      wait_for_queued_kernels(device, lock);
       release_cached(device);
       try {
         pointer = platform().malloc(device, size);
@@ -407,7 +411,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   const c10::DeviceType type_;
   std::mutex mutex_;
-  std::vector<DeviceState> per_device_;
+  std::deque<DeviceState> per_device_;  // grows at the end; a state keeps its address
 };
 
 namespace {

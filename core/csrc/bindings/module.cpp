@@ -147,6 +147,7 @@ PYBIND11_MODULE(_C, m) {
     }
     trace_stream_order({TraceKind::kDeviceSynchronize, c10::Device(type, static_cast<c10::DeviceIndex>(device))});
   });
+  m.def("registered_backends", &registered_backend_names);
   m.def("set_stream_trace_enabled", &set_stream_trace_enabled);
   m.def("take_stream_trace", [] {
     static const char* kinds[] = {"event_record", "event_wait", "event_synchronize", "event_destroy",

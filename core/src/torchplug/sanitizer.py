@@ -589,9 +589,7 @@ _global_mode: _SanitizerMode | None = None
 
 
 def _torchplug_device_types() -> frozenset[str]:
-    from torchplug import loader
-
-    return frozenset(name for name, status in loader.statuses().items() if status.active)
+    return frozenset(_C.registered_backends())
 
 
 def _start() -> _State:
