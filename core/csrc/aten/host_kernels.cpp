@@ -139,23 +139,32 @@ std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::
 }
 
 // The output is allocated on the device by the iterator; the CPU loop then
-// reads and writes device memory directly, since it is host memory. The loop
-// runs as a kernel on the stream, over an iterator built there again (the
-// first one refers to this call's arguments by address); `loop` must own what
-// it uses. `alpha` is checked against the computation's dtype at launch.
+// reads and writes device memory directly, since it is host memory. `alpha`
+// is checked against the computation's dtype at launch. A kernel that is not
+// queued runs at once over the iterator built here.
+template <typename Op, typename Loop>
+bool ran_at_once(c10::Device device, at::TensorIterator& iter, const c10::Scalar* alpha, const Loop& loop) {
+  if (alpha != nullptr) {
+    at::native::alpha_check(iter.dtype(), *alpha);
+  }
+  if (queues_kernel(device, iter.numel())) {
+    return false;
+  }
+  const KernelLaunch launch(Op::name, device);
+  fail_if_injected(Op::name, device);
+  loop(iter);
+  return true;
+}
+
 template <typename Op, typename Loop>
 at::Tensor binary_on_device(const at::Tensor& self, const at::Tensor& other, const c10::Scalar* alpha, Loop loop) {
   at::Tensor result;
   at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(result, self, other);
-  if (alpha != nullptr) {
-    at::native::alpha_check(iter.dtype(), *alpha);
-  }
-  if (!queues_kernel(self.device(), iter.numel())) {
-    const KernelLaunch launch(Op::name, self.device());
-    fail_if_injected(Op::name, self.device());
-    loop(iter);
+  if (ran_at_once<Op>(self.device(), iter, alpha, loop)) {
     return iter.output();
   }
+  // Queued, over an iterator built on the stream again (this one refers to the
+  // call's arguments by address); `loop` must own what it uses.
   result = iter.output();
   launch_kernel(
       Op::name, self.device(), result.numel(),
@@ -219,13 +228,7 @@ std::optional<at::Tensor> in_place_operand(const at::Tensor& self, const at::Ten
 template <typename Op, typename Loop>
 at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other, const c10::Scalar* alpha, Loop loop) {
   at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(self, self, other);
-  if (alpha != nullptr) {
-    at::native::alpha_check(iter.dtype(), *alpha);
-  }
-  if (!queues_kernel(self.device(), iter.numel())) {
-    const KernelLaunch launch(Op::name, self.device());
-    fail_if_injected(Op::name, self.device());
-    loop(iter);
+  if (ran_at_once<Op>(self.device(), iter, alpha, loop)) {
     return self;
   }
   launch_kernel(
