@@ -41,7 +41,17 @@ def step_time_figure(
 def median_rounds(
     candidates: dict[str, Callable[[], None]], repeat: int, rounds: int
 ) -> dict[str, float]:
-    """Seconds per call of each candidate: rounds interleaved, median of rounds."""
+    """Seconds per call of each candidate: rounds interleaved, median of rounds.
+
+    A round ends when the device has run what it was given: kernels are
+    queued asynchronously, so the time to launch them is not the time to run them.
+    """
+    import torch
+
+    def finish() -> None:
+        if torch.accelerator.is_available():
+            torch.accelerator.synchronize()
+
     samples: dict[str, list[float]] = {name: [] for name in candidates}
     for fn in candidates.values():
         for _ in range(max(1, repeat // 10)):
@@ -51,6 +61,7 @@ def median_rounds(
             started = time.perf_counter()
             for _ in range(repeat):
                 fn()
+            finish()
             samples[name].append((time.perf_counter() - started) / repeat)
     return {name: statistics.median(values) for name, values in samples.items()}
 
