@@ -67,6 +67,7 @@ def test_kernels_follow_stream_order(device: str) -> None:
         torch.foo._sleep(50)
         dev = host.to(device, non_blocking=True)  # queued after the sleep
         total = dev.sum()  # a kernel on the same stream waits for the copy
+    torch.foo.current_stream().wait_stream(stream)  # item() reads on the default stream
     assert total.item() == float(host.sum())
 
 
