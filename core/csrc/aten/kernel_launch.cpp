@@ -37,13 +37,15 @@ constexpr int64_t kQueuedWorkThreshold = 16384;
 // tensor Python knew, whose release needs the GIL, which a worker must never
 // wait for (the host may hold it while it waits for the worker): host
 // threads drop them.
+// Leaked on purpose, like the platforms: workers may retire kernels while the
+// process exits.
 std::mutex retired_mutex;
-std::vector<std::shared_ptr<std::function<void()>>> retired;
+auto* retired = new std::vector<std::shared_ptr<std::function<void()>>>();
 std::atomic<bool> has_retired{false};
 
 void retire(std::shared_ptr<std::function<void()>> kernel) {
   std::lock_guard<std::mutex> lock(retired_mutex);
-  retired.push_back(std::move(kernel));
+  retired->push_back(std::move(kernel));
   has_retired.store(true, std::memory_order_release);
 }
 
@@ -54,7 +56,7 @@ void drop_retired_kernels() {
   std::vector<std::shared_ptr<std::function<void()>>> dropping;
   {
     std::lock_guard<std::mutex> lock(retired_mutex);
-    dropping.swap(retired);
+    dropping.swap(*retired);
     has_retired.store(false, std::memory_order_release);
   }
 }
@@ -149,6 +151,10 @@ void fail_if_injected(const char* name, c10::Device device) {
 }
 
 void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body) {
+  // A process that exits with kernels queued lets them finish before its
+  // statics (which the kernels use) are destroyed.
+  static const bool waits_at_exit = std::atexit([] { runtime::Platform::wait_for_all_streams(); }) == 0;
+  (void)waits_at_exit;
   drop_retired_kernels();
   const c10::Stream stream = current_stream(device);
   auto kernel = std::make_shared<std::function<void()>>(std::move(body));

@@ -350,6 +350,23 @@ Stream& Platform::pool_stream(int device_index, int priority) {
   return *dev.streams[slot];
 }
 
+void Platform::wait_for_all_streams() {
+  std::vector<Platform*> platforms;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    for (auto& [name, platform] : *registry) {
+      platforms.push_back(platform);
+    }
+  }
+  for (Platform* platform : platforms) {
+    if (platform->initialized()) {
+      for (int device = 0; device < platform->device_count(); ++device) {
+        platform->wait_idle(device);
+      }
+    }
+  }
+}
+
 std::vector<Stream*> Platform::streams(int device_index) {
   Device& dev = device(device_index);
   std::lock_guard<std::mutex> lock(dev.streams_mutex);

@@ -35,6 +35,8 @@ class Platform {
 
   // The platform called `name`, created with the defaults on first use.
   static Platform& get(const std::string& name);
+  // Blocks until every stream of every platform ran what is queued.
+  static void wait_for_all_streams();
 
   const std::string& name() const { return name_; }
 
