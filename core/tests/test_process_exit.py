@@ -17,20 +17,28 @@ print(x.grad.sum().item())
 RUNS = 8
 
 
-def test_exit_right_after_backward_does_not_abort() -> None:
+def _run_concurrently(script: str) -> list[tuple[int, str, str]]:
+    """Return code, stdout and stderr of RUNS children running `script` at once."""
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", TRAIN_AND_EXIT],
+            [sys.executable, "-c", script],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for _ in range(RUNS)
     ]
+    outcomes = []
     for process in processes:
         stdout, stderr = process.communicate(timeout=180)
+        outcomes.append((process.returncode, stdout, stderr))
+    return outcomes
+
+
+def test_exit_right_after_backward_does_not_abort() -> None:
+    for returncode, stdout, stderr in _run_concurrently(TRAIN_AND_EXIT):
         assert "terminate called" not in stderr
-        assert process.returncode == 0, stderr[-2000:]
+        assert returncode == 0, stderr[-2000:]
         assert float(stdout) > 0
 
 
@@ -53,18 +61,8 @@ print("queued")
 def test_exit_with_kernels_still_queued_is_clean() -> None:
     """The kernels finish before the statics they use are destroyed (unfixed,
     about one run in three corrupted the heap at exit)."""
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", QUEUE_AND_EXIT],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(RUNS)
-    ]
-    for process in processes:
-        stdout, stderr = process.communicate(timeout=180)
+    for returncode, stdout, stderr in _run_concurrently(QUEUE_AND_EXIT):
         assert "malloc" not in stderr, stderr[-2000:]
         assert "terminate called" not in stderr
-        assert process.returncode == 0, stderr[-2000:]
+        assert returncode == 0, stderr[-2000:]
         assert stdout.strip() == "queued"
