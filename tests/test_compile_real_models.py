@@ -46,7 +46,7 @@ from torch._dynamo.utils import counters
 from zoo_models import max_difference
 
 from fresh_interpreter import MODEL_RUNS, ChildReports, model_report
-from torchplug.bench.zoo import (
+from torchplug_bench.zoo import (
     DATA_SEED,
     MODEL_SEED,
     MODELS_BY_NAME,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from fresh_interpreter import MODEL_RUNS, ChildReports, model_report
-from torchplug.bench.zoo import MODELS, MODELS_BY_NAME
+from torchplug_bench.zoo import MODELS, MODELS_BY_NAME
 
 LOSS_TOLERANCE = 1e-5
 OUTPUT_TOLERANCE = 1e-5

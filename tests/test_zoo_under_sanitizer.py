@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from torchplug import sanitizer
-from torchplug.bench.zoo import MODELS_BY_NAME, available, seed_everything, to_device
+from torchplug_bench.zoo import MODELS_BY_NAME, available, seed_everything, to_device
 from torchplug_testing.fixtures import require_device
 
 pytestmark = pytest.mark.slow

@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 import torch
 from torch import nn
 
-from torchplug.bench.zoo import (
+from torchplug_bench.zoo import (
     DATA_SEED,
     MODEL_SEED,
     MODELS,

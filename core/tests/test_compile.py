@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from device_matrix import active_devices, rerun_as_owner, with_backward
-from torchplug.bench.compile import WORKLOADS, batches, build_model, loss
+from torchplug_bench.compile import WORKLOADS, batches, build_model, loss
 
 DEVICES = active_devices()
 

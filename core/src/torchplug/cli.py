@@ -17,31 +17,16 @@ log = logging.getLogger("torchplug")
 COMMANDS_GROUP = "torchplug.commands"
 # Subcommands of optional packages: what they need and the distribution
 # providing it, for the message when that is not installed.
-OPTIONAL_COMMANDS = {"check": ("the conformance suite", "torchplug-testing")}
+OPTIONAL_COMMANDS = {
+    "check": ("the conformance suite", "torchplug-testing"),
+    "bench": ("the benchmarks", "torchplug-bench"),
+}
 
 
 def _doctor(args: argparse.Namespace) -> int:
     from torchplug import doctor
 
     sys.stdout.write(doctor.run(as_json=args.json) + "\n")
-    return 0
-
-
-BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import", "zoo", "compile")
-
-
-def _bench(args: argparse.Namespace) -> int:
-    from torchplug import bench
-
-    only = args.only.split(",") if args.only else list(BENCHMARKS)
-    unknown = sorted(set(only) - set(BENCHMARKS))
-    if unknown:
-        raise SystemExit(
-            f"Unknown benchmark {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}."
-        )
-    sys.stdout.write(
-        bench.run(args.device, only, args.rounds, args.json, pin=not args.no_pin) + "\n"
-    )
     return 0
 
 
@@ -99,19 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="machine-readable output (stable keys)")
     doctor.set_defaults(handler=_doctor)
-    bench = commands.add_parser(
-        "bench", help="speed targets: device vs CPU, import time vs bare torch"
-    )
-    bench.add_argument(
-        "--device", help="device to measure (default: the first active torchplug backend)"
-    )
-    bench.add_argument("--only", help=f"comma-separated subset of {','.join(BENCHMARKS)}")
-    bench.add_argument(
-        "--rounds", type=int, default=7, help="interleaved rounds; medians are reported"
-    )
-    bench.add_argument("--no-pin", action="store_true", help="do not pin the process to one core")
-    bench.add_argument("--json", action="store_true")
-    bench.set_defaults(handler=_bench)
     _add_installed_commands(commands)
     return parser
 

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchplug.bench.figures import Figure, median_rounds, step_time_figure
+from torchplug_bench.figures import Figure, median_rounds, step_time_figure
 
 WORKLOADS = ("mlp", "transformer_lm")
 
@@ -106,7 +106,7 @@ def _training_step(workload: str, device: str, compiled: bool) -> Callable[[], N
 _COMPILE_TIME_CHILD = """
 import json, sys, time
 import torch
-from torchplug.bench.compile import _training_step
+from torchplug_bench.compile import _training_step
 torch.set_num_threads(1)
 workload, device = sys.argv[1], sys.argv[2]
 step = _training_step(workload, device, compiled=True)

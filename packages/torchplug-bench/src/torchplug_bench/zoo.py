@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchplug.bench.figures import Figure, median_rounds, step_time_figure
+from torchplug_bench.figures import Figure, median_rounds, step_time_figure
 
 logger = logging.getLogger(__name__)
 

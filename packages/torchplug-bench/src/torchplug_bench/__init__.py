@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 
-from torchplug.bench.figures import Figure, median_rounds, render, step_time_figure
+from torchplug_bench.figures import Figure, median_rounds, render, step_time_figure
 
 
 def _mlp_step(device: str) -> Callable[[], None]:
@@ -234,15 +234,15 @@ def run(device: str | None, only: list[str], rounds: int, as_json: bool, pin: bo
     if "copy" in only:
         figures += bench_copies(device, rounds)
     if "allreduce" in only:
-        from torchplug.bench.distributed import bench_allreduce
+        from torchplug_bench.distributed import bench_allreduce
 
         figures.append(bench_allreduce(device, rounds))
     if "zoo" in only:
-        from torchplug.bench.zoo import bench_zoo
+        from torchplug_bench.zoo import bench_zoo
 
         figures += bench_zoo(device, rounds)
     if "compile" in only:
-        from torchplug.bench.compile import bench_compile
+        from torchplug_bench.compile import bench_compile
 
         figures += bench_compile(device, rounds)
     if "import" in only:

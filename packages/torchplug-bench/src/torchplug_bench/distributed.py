@@ -6,7 +6,7 @@ Both candidates run in the same processes and the same process group
 of CPU tensors through Gloo (the baseline) and of device tensors through the
 torchplug backend. Rank 0 prints the medians as JSON.
 
-Usage: python -m torchplug.bench.distributed DEVICE RANK WORLD STORE_FILE MIB ROUNDS
+Usage: python -m torchplug_bench.distributed DEVICE RANK WORLD STORE_FILE MIB ROUNDS
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 from datetime import timedelta
 
-from torchplug.bench.figures import Figure
+from torchplug_bench.figures import Figure
 
 
 def bench_allreduce(device: str, rounds: int, mib: float = 64.0, world: int = 2) -> Figure:
@@ -33,7 +33,7 @@ def bench_allreduce(device: str, rounds: int, mib: float = 64.0, world: int = 2)
                 [
                     sys.executable,
                     "-m",
-                    "torchplug.bench.distributed",
+                    "torchplug_bench.distributed",
                     device,
                     str(rank),
                     str(world),
