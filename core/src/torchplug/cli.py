@@ -19,7 +19,7 @@ COMMANDS_GROUP = "torchplug.commands"
 # providing it, for the message when that is not installed.
 OPTIONAL_COMMANDS = {
     "check": ("the conformance suite", "torchplug-testing"),
-    "bench": ("the benchmarks", "torchplug-bench"),
+    "bench": ("the benchmark suite", "torchplug-bench"),
 }
 
 
@@ -70,8 +70,8 @@ def _add_installed_commands(commands: argparse._SubParsersAction) -> None:
 
 def _add_stand_in(commands: argparse._SubParsersAction, name: str, message: str) -> None:
     stand_in = commands.add_parser(name, help=f"(unavailable) {message}", add_help=False)
-    stand_in.add_argument("arguments", nargs=argparse.REMAINDER)
-    stand_in.set_defaults(handler=_unavailable(message))
+    # Any arguments, options first included (which argparse.REMAINDER refuses).
+    stand_in.set_defaults(handler=_unavailable(message), takes_any_arguments=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     # `torchplug check foo -- -k autograd`: what follows -- is for pytest.
     split = argv.index("--") if "--" in argv else len(argv)
     parser = build_parser()
-    args = parser.parse_args(argv[:split])
+    args, unrecognized = parser.parse_known_args(argv[:split])
+    if unrecognized and not getattr(args, "takes_any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(unrecognized)}")
     args.pytest_args = argv[split + 1 :]
     if args.pytest_args and args.command != "check":
         parser.error(f"arguments after -- are only for `torchplug check`, not `{args.command}`")
