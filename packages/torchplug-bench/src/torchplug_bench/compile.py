@@ -13,13 +13,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchplug_bench.figures import Figure, median_rounds, step_time_figure
+from torchplug_bench.figures import FOREACH, Candidate, Figure, median_rounds, step_time_figure
+from torchplug_bench.targets import compile_time, compiled_step, eager_against_compiled
 
 WORKLOADS = ("mlp", "transformer_lm")
 
@@ -82,9 +82,9 @@ def loss(
     return F.cross_entropy(output.reshape(-1, output.shape[-1]), targets.reshape(-1))
 
 
-def _training_step(workload: str, device: str, compiled: bool) -> Callable[[], None]:
+def _training_step(workload: str, device: str, compiled: bool) -> Candidate:
     model = build_model(workload).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2, foreach=FOREACH)
     inputs, targets = (t.to(device) for t in batches(workload, 1)[0])
 
     def forward_backward() -> None:
@@ -97,29 +97,32 @@ def _training_step(workload: str, device: str, compiled: bool) -> Callable[[], N
         run()
         update()
         optimizer.zero_grad(set_to_none=False)
-        if device != "cpu":
-            getattr(torch, device).synchronize()
 
-    return step
+    return Candidate(device, step)
 
 
 _COMPILE_TIME_CHILD = """
 import json, sys, time
 import torch
 from torchplug_bench.compile import _training_step
+from torchplug_bench.figures import synchronizer
 torch.set_num_threads(1)
 workload, device = sys.argv[1], sys.argv[2]
 step = _training_step(workload, device, compiled=True)
+finish = synchronizer(device)
 started = time.perf_counter()
-step()
+step.run()
+finish()
 print(json.dumps(time.perf_counter() - started))
 """
 
 
 def _compile_seconds(workload: str, device: str) -> float:
+    import torchplug
+
     with tempfile.TemporaryDirectory(prefix="torchplug-inductor-") as cache:
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
-        if device not in ("cpu", "hpu"):
+        if device in torchplug.privateuse1_candidates():
             env["TORCHPLUG_PRIVATEUSE1"] = device
         completed = subprocess.run(
             [sys.executable, "-c", _COMPILE_TIME_CHILD, workload, device],
@@ -133,46 +136,44 @@ def _compile_seconds(workload: str, device: str) -> float:
     return float(completed.stdout.strip().splitlines()[-1])
 
 
+def _bench_steps(workload: str, device: str, rounds: int) -> list[Figure]:
+    """The compiled step on the device against the CPU's, and the device's eager step
+    against its compiled one."""
+    candidates = {
+        "cpu": _training_step(workload, "cpu", compiled=True),
+        device: _training_step(workload, device, compiled=True),
+        "eager": _training_step(workload, device, compiled=False),
+    }
+    times = median_rounds(candidates, repeat=20, rounds=rounds)
+    return [
+        step_time_figure(compiled_step(workload), times, device),
+        Figure(eager_against_compiled(workload), times[device] * 1e3, times["eager"] * 1e3),
+    ]
+
+
+def _bench_compile_time(workload: str, device: str, rounds: int) -> Figure:
+    """The first compiled step's time, each in a fresh interpreter with an empty cache."""
+    compile_times: dict[str, list[float]] = {"cpu": [], device: []}
+    for _ in range(max(1, min(rounds, 3))):
+        for target in compile_times:
+            compile_times[target].append(_compile_seconds(workload, target))
+    seconds = {name: statistics.median(values) for name, values in compile_times.items()}
+    return Figure(compile_time(workload), seconds["cpu"], seconds[device])
+
+
 def bench_compile(device: str, rounds: int) -> list[Figure]:
     figures: list[Figure] = []
     for workload in WORKLOADS:
-        candidates = {
-            "cpu": _training_step(workload, "cpu", compiled=True),
-            device: _training_step(workload, device, compiled=True),
-            "eager": _training_step(workload, device, compiled=False),
-        }
-        times = median_rounds(candidates, repeat=20, rounds=rounds)
-        figures.append(step_time_figure(f"compiled {workload} step", times, device))
-        eager_ratio = times["eager"] / times[device]
-        figures.append(
-            Figure(
-                f"{workload} on {device}: eager / compiled",
-                "compiled",
-                times[device] * 1e3,
-                times["eager"] * 1e3,
-                "ms",
-                eager_ratio,
-                "report",
-                True,
-            )
-        )
+        try:
+            figures += _bench_steps(workload, device, rounds)
+        except Exception as error:
+            figures += [
+                Figure.failed(row, error)
+                for row in (compiled_step(workload), eager_against_compiled(workload))
+            ]
         torch._dynamo.reset()
-        compile_times: dict[str, list[float]] = {"cpu": [], device: []}
-        for _ in range(max(1, min(rounds, 3))):
-            for target in compile_times:
-                compile_times[target].append(_compile_seconds(workload, target))
-        seconds = {name: statistics.median(values) for name, values in compile_times.items()}
-        ratio = seconds[device] / seconds["cpu"]
-        figures.append(
-            Figure(
-                f"compile time {workload}",
-                "cpu",
-                seconds["cpu"],
-                seconds[device],
-                "s",
-                ratio,
-                "<= 1.20x",
-                ratio <= 1.20,
-            )
-        )
+        try:
+            figures.append(_bench_compile_time(workload, device, rounds))
+        except Exception as error:
+            figures.append(Figure.failed(compile_time(workload), error))
     return figures

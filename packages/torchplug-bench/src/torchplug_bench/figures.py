@@ -1,85 +1,106 @@
-"""What every benchmark reports: a figure against a baseline measured in the
-same run, and how to measure both (interleaved rounds, medians)."""
+"""What every benchmark reports and how both sides of a ratio are measured.
+
+A :class:`Figure` is one row of :mod:`torchplug_bench.targets` measured once:
+the baseline's value and the device's, or why it could not be measured.
+:func:`median_rounds` times the two sides alike: interleaved rounds, each side
+warmed up and every round ended by synchronising that side's own device.
+"""
 
 from __future__ import annotations
 
 import statistics
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from torchplug_bench.targets import Row
+
+# Every optimizer is built with this, on the CPU and on the device alike: by
+# default torch takes the batched (foreach) path on an accelerator and a
+# per-parameter loop on the CPU, and the ratio would compare two implementations.
+FOREACH = True
 
 
 @dataclass
 class Figure:
-    name: str
-    baseline: str
-    baseline_value: float
-    value: float
-    unit: str
-    ratio: float
-    target: str
-    met: bool
+    row: Row
+    baseline_value: float | None = None
+    value: float | None = None
+    error: str | None = None  # why the row was not measured: a failed row
+
+    @classmethod
+    def failed(cls, row: Row, error: BaseException | str) -> Figure:
+        if isinstance(error, BaseException):
+            error = "".join(traceback.format_exception_only(error)).strip()
+        return cls(row, error=error)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.value is None or not self.baseline_value:
+            return None
+        return self.value / self.baseline_value
+
+    @property
+    def met(self) -> bool:
+        return self.ratio is not None and self.row.target.met(self.ratio)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "baseline_value": self.baseline_value,
+            "value": self.value,
+            "ratio": self.ratio,
+            "met": self.met,
+            "error": self.error,
+        }
 
 
-def step_time_figure(
-    name: str, times: dict[str, float], device: str, target: float = 1.10
-) -> Figure:
-    """A training step's time on `device` against the CPU's, in milliseconds."""
-    ratio = times[device] / times["cpu"]
-    return Figure(
-        name,
-        "cpu",
-        times["cpu"] * 1e3,
-        times[device] * 1e3,
-        "ms",
-        ratio,
-        f"<= {target:.2f}x",
-        ratio <= target,
-    )
+@dataclass(frozen=True)
+class Candidate:
+    """One side of a ratio: a callable and the device whose queued work it leaves."""
+
+    device: str
+    run: Callable[[], None]
 
 
-def median_rounds(
-    candidates: dict[str, Callable[[], None]], repeat: int, rounds: int
-) -> dict[str, float]:
-    """Seconds per call of each candidate: rounds interleaved, median of rounds.
-
-    A round ends when the device has run what it was given: kernels are
-    queued asynchronously, so the time to launch them is not the time to run them.
-    """
+def synchronizer(device: str) -> Callable[[], None]:
+    """Waits for the work queued on ``device``, through that device's own module
+    (``torch.hpu.synchronize`` for hpu), never ``torch.accelerator``: the
+    current accelerator may be another device."""
     import torch
 
-    def finish() -> None:
-        if torch.accelerator.is_available():
-            torch.accelerator.synchronize()
+    if torch.device(device).type == "cpu":
+        return lambda: None
+    module = torch.get_device_module(device)
+    return lambda: module.synchronize(device)
 
-    samples: dict[str, list[float]] = {name: [] for name in candidates}
-    for fn in candidates.values():
+
+def median_rounds(candidates: dict[str, Candidate], repeat: int, rounds: int) -> dict[str, float]:
+    """Seconds per call of each candidate: rounds interleaved, median of rounds.
+
+    Each candidate warms up and then waits for its device before the first
+    timed round, and every round ends when the device has run what it was
+    given: kernels are queued asynchronously, so the time to launch them is
+    not the time to run them.
+    """
+    finish = {name: synchronizer(candidate.device) for name, candidate in candidates.items()}
+    for name, candidate in candidates.items():
         for _ in range(max(1, repeat // 10)):
-            fn()
+            candidate.run()
+        finish[name]()
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(rounds):
-        for name, fn in candidates.items():
+        for name, candidate in candidates.items():
             started = time.perf_counter()
             for _ in range(repeat):
-                fn()
-            finish()
+                candidate.run()
+            finish[name]()
             samples[name].append((time.perf_counter() - started) / repeat)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def render(figures: list[Figure]) -> str:
-    rows = [("benchmark", "baseline", "device", "ratio", "target", "met")]
-    for f in figures:
-        rows.append(
-            (
-                f.name,
-                f"{f.baseline_value:.3g} {f.unit} ({f.baseline})",
-                f"{f.value:.3g} {f.unit}",
-                f"{f.ratio:.2f}x",
-                f.target,
-                "yes" if f.met else "NO",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows
-    )
+def step_time_figure(row: Row, times: dict[str, float], device: str) -> Figure:
+    """A step's time on ``device`` against the CPU's, in the row's unit."""
+    scale = {"ms": 1e3, "us": 1e6, "s": 1.0}[row.unit]
+    return Figure(row, times["cpu"] * scale, times[device] * scale)

@@ -1,20 +1,20 @@
-"""``torchplug bench zoo``: training steps of real architectures, device against CPU.
+"""The model zoo, and ``torchplug bench --only zoo``: training steps of real
+architectures, device against CPU.
 
 The zoo is tiny models of real HF transformers and torchvision architectures,
 built from configs in code (nothing is downloaded). Each trainable model's
 AdamW step is timed on the CPU and on the device in interleaved rounds.
-The workspace's model-zoo tests (tests/test_model_zoo.py) check the same
-models for equality with the CPU.
+torchplug's model-zoo tests (tests/test_model_zoo.py) check the same models
+for equality with the CPU.
 
-Needs ``transformers`` and/or ``torchvision``; models whose package is missing
-are left out.
+Needs ``transformers`` and/or ``torchvision`` (the ``zoo`` extra); a model
+whose package is missing, or that fails to train, is a failed row.
 """
 
 from __future__ import annotations
 
 import copy
 import importlib.util
-import logging
 import math
 import random
 import time
@@ -25,9 +25,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchplug_bench.figures import Figure, median_rounds, step_time_figure
-
-logger = logging.getLogger(__name__)
+from torchplug_bench.figures import (
+    FOREACH,
+    Candidate,
+    Figure,
+    median_rounds,
+    step_time_figure,
+    synchronizer,
+)
+from torchplug_bench.targets import zoo_step
 
 VOCAB = 99
 MODEL_SEED = 0
@@ -293,58 +299,51 @@ def to_device(value: Any, device: str) -> Any:
     return value
 
 
-def _training_step(
-    spec: ZooModel, base: nn.Module, batch: Batch, device: str
-) -> Callable[[], None]:
+def _training_step(spec: ZooModel, base: nn.Module, batch: Batch, device: str) -> Candidate:
     model = copy.deepcopy(base).to(device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=FOREACH)
     on_device = to_device(batch, device)
-    synchronize = torch.get_device_module(device).synchronize if device != "cpu" else None
 
     def step() -> None:
         optimizer.zero_grad()
         spec.loss(model, on_device).backward()
         optimizer.step()
-        if synchronize is not None:
-            synchronize()  # the step is done when its kernels are, not when they are queued
 
-    return step
+    return Candidate(device, step)
 
 
-def _steps_per_round(step: Callable[[], None], round_seconds: float) -> int:
+def _steps_per_round(step: Candidate, round_seconds: float) -> int:
     """How many steps fill a round: long enough that scheduler noise averages out,
     short enough that the slow models (resnet18) stay within a few seconds."""
-    step()
+    finish = synchronizer(step.device)
+    step.run()
+    finish()
     started = time.perf_counter()
-    step()
+    step.run()
+    finish()
     return max(2, min(50, math.ceil(round_seconds / (time.perf_counter() - started))))
 
 
-def bench_zoo(device: str, rounds: int, round_seconds: float = 0.15) -> list[Figure]:
-    """One figure per trainable zoo model whose package is installed."""
-    figures = []
-    for spec in MODELS:
-        if not spec.trains or not available(spec):
-            continue
+def _bench_model(spec: ZooModel, device: str, rounds: int, round_seconds: float) -> Figure:
+    row = zoo_step(spec.name)
+    if not available(spec):
+        return Figure.failed(row, f"needs {spec.library}, which is not installed")
+    try:
         seed_everything(DATA_SEED)
         batch = spec.batch()
         seed_everything(MODEL_SEED)
         base = spec.build()
-        try:
-            on_cpu = _training_step(spec, base, batch, "cpu")
-            times = median_rounds(
-                {"cpu": on_cpu, device: _training_step(spec, base, batch, device)},
-                repeat=_steps_per_round(on_cpu, round_seconds),
-                rounds=rounds,
-            )
-        except Exception as error:
-            logger.warning(
-                "%s does not train on %s (%s: %s); left out",
-                spec.name,
-                device,
-                type(error).__name__,
-                error,
-            )
-            continue
-        figures.append(step_time_figure(f"{spec.name} training step (AdamW)", times, device))
-    return figures
+        on_cpu = _training_step(spec, base, batch, "cpu")
+        times = median_rounds(
+            {"cpu": on_cpu, device: _training_step(spec, base, batch, device)},
+            repeat=_steps_per_round(on_cpu, round_seconds),
+            rounds=rounds,
+        )
+    except Exception as error:
+        return Figure.failed(row, error)
+    return step_time_figure(row, times, device)
+
+
+def bench_zoo(device: str, rounds: int, round_seconds: float = 0.15) -> list[Figure]:
+    """One figure per trainable zoo model: its step time or why it has none."""
+    return [_bench_model(spec, device, rounds, round_seconds) for spec in MODELS if spec.trains]

@@ -1,0 +1,158 @@
+"""The single-process figures: an MLP training step (with and without the stream
+sanitizer), a tiny operator, host/device copies and the time of ``import torch``.
+
+Each figure is measured against its baseline in the same run (interleaved
+rounds, medians) and from the same work on both sides.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+from torchplug_bench import targets
+from torchplug_bench.figures import FOREACH, Candidate, Figure, median_rounds, step_time_figure
+
+
+def _mlp_step(device: str) -> Candidate:
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(512, 512),
+        torch.nn.ReLU(),
+        torch.nn.Linear(512, 512),
+        torch.nn.ReLU(),
+        torch.nn.Linear(512, 10),
+    ).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, foreach=FOREACH)
+    inputs = torch.randn(64, 512, device=device)
+    labels = torch.randint(0, 10, (64,), device=device)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(inputs), labels).backward()
+        optimizer.step()
+
+    return Candidate(device, step)
+
+
+def bench_mlp(device: str, rounds: int) -> Figure:
+    times = median_rounds(
+        {"cpu": _mlp_step("cpu"), device: _mlp_step(device)}, repeat=30, rounds=rounds
+    )
+    return step_time_figure(targets.MLP_STEP, times, device)
+
+
+def bench_mlp_sanitizer(device: str, rounds: int) -> Figure:
+    """The MLP step with the stream sanitizer on, against the same step without it."""
+    from torchplug import sanitizer
+
+    step = _mlp_step(device)
+
+    def sanitized() -> None:
+        with sanitizer.enabled():
+            step.run()
+
+    times = median_rounds(
+        {"off": step, "sanitizer": Candidate(device, sanitized)}, repeat=30, rounds=rounds
+    )
+    return Figure(targets.MLP_SANITIZER, times["off"] * 1e3, times["sanitizer"] * 1e3)
+
+
+def bench_tiny_op(device: str, rounds: int) -> Figure:
+    import torch
+
+    a, b = torch.randn(4), torch.randn(4)
+    da, db = a.to(device), b.to(device)
+    times = median_rounds(
+        {"cpu": Candidate("cpu", lambda: a + b), device: Candidate(device, lambda: da + db)},
+        repeat=20000,
+        rounds=rounds,
+    )
+    return step_time_figure(targets.TINY_OP, times, device)
+
+
+def bench_copies(device: str, rounds: int) -> list[Figure]:
+    import torch
+
+    size = 64 << 20
+    pinned = torch.empty(size, dtype=torch.uint8).pin_memory()
+    pinned.fill_(1)
+    pinned_back = torch.empty(size, dtype=torch.uint8).pin_memory()
+    on_device = torch.empty(size, dtype=torch.uint8, device=device)
+    source = (ctypes.c_char * size).from_address(pinned.data_ptr())
+    target = (ctypes.c_char * size).from_address(pinned_back.data_ptr())
+
+    def host_memcpy() -> None:
+        ctypes.memmove(target, source, size)
+
+    def host_to_device() -> None:
+        on_device.copy_(pinned)
+
+    def device_to_host() -> None:
+        pinned_back.copy_(on_device)
+
+    times = median_rounds(
+        {
+            "memcpy": Candidate("cpu", host_memcpy),
+            "h2d": Candidate(device, host_to_device),
+            "d2h": Candidate(device, device_to_host),
+        },
+        repeat=5,
+        rounds=rounds,
+    )
+    gib = size / 2**30
+    return [
+        Figure(row, gib / times["memcpy"], gib / times[key])
+        for key, row in (("h2d", targets.HOST_TO_DEVICE), ("d2h", targets.DEVICE_TO_HOST))
+    ]
+
+
+def _import_time(env: dict[str, str], runs: int) -> list[float]:
+    code = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
+    out = []
+    for _ in range(runs):
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
+        out.append(float(result.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def bench_import(rounds: int) -> tuple[list[Figure], dict[str, float]]:
+    """``import torch`` with every backend active and with every one disabled, against
+    ``import torch`` without autoload; and each active backend's activation time (ms)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TORCHPLUG_")}
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, torch, torchplug; print(json.dumps({n: s.load_ms if s.active else None for n, s in torchplug.statuses().items()}))",
+        ],
+        capture_output=True,
+        text=True,
+        env=base,
+        check=True,
+    )
+    load_ms = json.loads(probe.stdout.strip().splitlines()[-1])
+    variants: dict[str, dict[str, str]] = {
+        "autoload off": {**base, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+        "all active": base,
+        "all disabled": {**base, "TORCHPLUG_DISABLE": ",".join(load_ms)},
+    }
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    _import_time(base, 1)  # warm the file cache
+    for _ in range(rounds):
+        for name, env in variants.items():
+            samples[name] += _import_time(env, 1)
+    medians = {name: statistics.median(values) * 1e3 for name, values in samples.items()}
+    figures = [
+        Figure(targets.IMPORT_ALL_ACTIVE, medians["autoload off"], medians["all active"]),
+        Figure(targets.IMPORT_ALL_DISABLED, medians["autoload off"], medians["all disabled"]),
+    ]
+    return figures, {name: ms for name, ms in load_ms.items() if ms is not None}

@@ -1,0 +1,125 @@
+"""Every figure ``torchplug bench`` reports and its target, in one table.
+
+A figure is one row: a name, the baseline it is measured against in the same
+run, a unit and a target on the ratio of the device's value to the
+baseline's. The measurements, the command's output and the figures table of
+docs/performance.md (``torchplug bench --write-docs``) all take their rows from
+here, so a target is stated once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# The ``--only`` names, in the order the rows are reported.
+BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import", "zoo", "compile")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A bound on ``value / baseline_value``; ``comparison`` is ``"<="`` or ``">="``,
+    or ``""`` for a figure that is reported with no target."""
+
+    comparison: str = ""
+    bound: float = 0.0
+
+    def met(self, ratio: float) -> bool:
+        if self.comparison == "<=":
+            return ratio <= self.bound
+        if self.comparison == ">=":
+            return ratio >= self.bound
+        return True
+
+    def __str__(self) -> str:
+        return f"{self.comparison} {self.bound:.2f}x" if self.comparison else "reported"
+
+
+@dataclass(frozen=True)
+class Row:
+    benchmark: str  # the ``--only`` name that measures it
+    name: str
+    baseline: str
+    unit: str
+    target: Target
+
+
+# Step times: the device at most as slow as the CPU (asynchronous launches let
+# the host's Python run while the device computes) or within 10% of it.
+MLP_STEP = Row(
+    "mlp",
+    "MLP training step (batch 64, 3 Linear of width 512, SGD)",
+    "cpu",
+    "ms",
+    Target("<=", 1.0),
+)
+MLP_SANITIZER = Row(
+    "mlp", "MLP training step with the stream sanitizer", "sanitizer off", "ms", Target("<=", 3.0)
+)
+TINY_OP = Row("tiny", "tiny elementwise op (a + b, 4 elements)", "cpu", "us", Target("<=", 1.5))
+HOST_TO_DEVICE = Row(
+    "copy", "host to device copy, 64 MiB pinned", "host memcpy", "GiB/s", Target(">=", 0.8)
+)
+DEVICE_TO_HOST = Row(
+    "copy", "device to host copy, 64 MiB pinned", "host memcpy", "GiB/s", Target(">=", 0.8)
+)
+ALL_REDUCE = Row(
+    "allreduce",
+    "all_reduce 64 MiB float32, 2 ranks (bus bandwidth)",
+    "cpu, gloo",
+    "GB/s",
+    Target(">=", 0.9),
+)
+IMPORT_ALL_ACTIVE = Row(
+    "import", "import torch, all plugins active", "autoload off", "ms", Target("<=", 1.06)
+)
+IMPORT_ALL_DISABLED = Row(
+    "import", "import torch, all plugins disabled", "autoload off", "ms", Target("<=", 1.06)
+)
+ZOO_STEP_TARGET = Target("<=", 1.10)
+COMPILED_STEP_TARGET = Target("<=", 1.10)
+COMPILE_TIME_TARGET = Target("<=", 1.20)
+
+
+def zoo_step(model: str) -> Row:
+    return Row("zoo", f"{model} training step (AdamW)", "cpu", "ms", ZOO_STEP_TARGET)
+
+
+def compiled_step(workload: str) -> Row:
+    return Row("compile", f"compiled {workload} step", "cpu", "ms", COMPILED_STEP_TARGET)
+
+
+def eager_against_compiled(workload: str) -> Row:
+    return Row("compile", f"{workload} step on the device, eager", "compiled", "ms", Target())
+
+
+def compile_time(workload: str) -> Row:
+    return Row("compile", f"compile time {workload}", "cpu", "s", COMPILE_TIME_TARGET)
+
+
+def planned_rows(only: Iterable[str] = BENCHMARKS) -> list[Row]:
+    """The rows the benchmarks named in ``only`` report, in report order."""
+    from torchplug_bench.compile import WORKLOADS
+    from torchplug_bench.zoo import MODELS
+
+    selected = set(only)
+    by_benchmark = {
+        "mlp": [MLP_STEP, MLP_SANITIZER],
+        "tiny": [TINY_OP],
+        "copy": [HOST_TO_DEVICE, DEVICE_TO_HOST],
+        "allreduce": [ALL_REDUCE],
+        "import": [IMPORT_ALL_ACTIVE, IMPORT_ALL_DISABLED],
+        "zoo": [zoo_step(model.name) for model in MODELS if model.trains],
+        "compile": [
+            row
+            for workload in WORKLOADS
+            for row in (
+                compiled_step(workload),
+                eager_against_compiled(workload),
+                compile_time(workload),
+            )
+        ],
+    }
+    return [
+        row for benchmark in BENCHMARKS if benchmark in selected for row in by_benchmark[benchmark]
+    ]

@@ -1,0 +1,100 @@
+"""Like with like: both sides of a ratio do the same work, each waited for on its
+own device, and a row that could not be measured shows as failed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchplug_bench import micro, zoo
+from torchplug_bench.figures import FOREACH, Candidate, Figure, median_rounds
+from torchplug_bench.report import Report
+from torchplug_bench.targets import TINY_OP, Target, planned_rows
+
+
+def test_each_round_and_the_warm_up_wait_for_the_candidates_own_device(monkeypatch) -> None:
+    events: list[str] = []
+    monkeypatch.setattr(
+        torch.hpu, "synchronize", lambda device=None: events.append(f"sync {device}")
+    )
+    monkeypatch.setattr(
+        torch.accelerator, "synchronize", lambda *args: events.append("accelerator")
+    )
+    candidates = {
+        "cpu": Candidate("cpu", lambda: events.append("cpu step")),
+        "hpu": Candidate("hpu", lambda: events.append("hpu step")),
+    }
+    median_rounds(candidates, repeat=1, rounds=2)
+    assert "accelerator" not in events
+    hpu_events = [event for event in events if "hpu" in event]
+    # warm-up, then two rounds: each ends with hpu synchronised
+    assert hpu_events == ["hpu step", "sync hpu"] * 3
+
+
+@pytest.mark.parametrize("device", ["cpu", "foo"])
+def test_the_mlp_optimizer_takes_the_same_implementation_everywhere(device, monkeypatch) -> None:
+    built: list[object] = []
+
+    class RecordingSGD(torch.optim.SGD):
+        def __init__(self, params, **options) -> None:
+            super().__init__(params, **options)
+            built.append(options.get("foreach"))
+
+    monkeypatch.setattr(torch.optim, "SGD", RecordingSGD)
+    micro._mlp_step(device)
+    assert built == [FOREACH]
+
+
+def test_a_zoo_model_that_fails_is_a_failed_row(monkeypatch) -> None:
+    def broken() -> torch.nn.Module:
+        raise RuntimeError("no such kernel")
+
+    failing = zoo.ZooModel("broken", "torchvision", broken, zoo._vision_batch)
+    missing = zoo.ZooModel("missing", "no_such_library", broken, zoo._vision_batch)
+    monkeypatch.setattr(zoo, "MODELS", (failing, missing))
+    figures = zoo.bench_zoo("foo", rounds=1)
+    assert [(figure.row.name, figure.error) for figure in figures] == [
+        ("broken training step (AdamW)", "RuntimeError: no such kernel"),
+        ("missing training step (AdamW)", "needs no_such_library, which is not installed"),
+    ]
+
+
+def test_every_planned_row_is_reported_even_when_a_measuring_process_died() -> None:
+    rows = planned_rows(["tiny", "copy"])
+    report = Report.from_measurements(
+        rows,
+        rounds=1,
+        measurements={
+            "pinned": {
+                "device": "foo",
+                "figures": {TINY_OP.name: Figure(TINY_OP, 2.0, 3.2).as_json()},
+            },
+            "unpinned": {"device": "foo", "error": "the measuring process exited with status -11"},
+        },
+    )
+    tiny, to_device, to_host = rows
+    assert [(row, pinning) for row, pinning, _ in report.failed] == [
+        (tiny, "unpinned"),
+        (to_device, "pinned"),
+        (to_device, "unpinned"),
+        (to_host, "pinned"),
+        (to_host, "unpinned"),
+    ]
+    text = report.as_text()
+    assert text.count("FAILED") == 5
+    assert "1.60x NO" in text
+    assert "exited with status -11" in text
+
+
+@pytest.mark.parametrize(
+    ("target", "ratio", "met"),
+    [
+        (Target("<=", 1.1), 1.1, True),
+        (Target("<=", 1.1), 1.2, False),
+        (Target(">=", 0.9), 0.89, False),
+        (Target(">=", 0.9), 0.95, True),
+        (Target(), 5.0, True),
+    ],
+)
+def test_targets(target: Target, ratio: float, met: bool) -> None:
+    assert target.met(ratio) is met
