@@ -1,14 +1,23 @@
-"""torch.compile for every torchplug device.
+"""torch.compile for every torchplug device, in two parts.
+
+- :mod:`torchplug.inductor.registration`: the device as Dynamo and Inductor see
+  it, through their extension points (device interface, C++ scheduling, a
+  wrapper that launches each generated kernel as a device kernel, device op
+  overrides, a cache key covering this whole package).
+- :mod:`torchplug.inductor.replacements`: every torch function replaced where
+  no extension point reaches, each checked against the installed torch before
+  it is installed.
 
 Activation only records the device name and watches for Dynamo and Inductor
 being imported (:mod:`torchplug.inductor.hooks`), so ``import torch`` pays
-nothing for it. When they load, the device gets Dynamo's device interface
-(:mod:`torchplug.inductor.interface`) and Inductor's C++ scheduling with a
-wrapper that launches each generated kernel as a device kernel
-(:mod:`torchplug.inductor.codegen`).
+nothing for it: the registration and the checks run when the user's first
+compile imports them.
 """
 
 from __future__ import annotations
+
+import functools
+import types
 
 from torchplug.inductor.hooks import after_import
 
@@ -20,28 +29,29 @@ def enable(device_type: str) -> None:
     if device_type in _devices:
         return
     _devices.append(device_type)
-    after_import("torch._dynamo.device_interface", _register_interfaces)
-    after_import("torch._inductor.codegen.common", _register_codegen)
-    after_import("torch._inductor.compile_fx", _explain_failures)
+    after_import("torch._dynamo", functools.partial(_register_interface, device_type))
+    after_import("torch._inductor.compile_fx", functools.partial(_register_codegen, device_type))
 
 
 def enabled_devices() -> tuple[str, ...]:
     return tuple(_devices)
 
 
-def _register_interfaces(module: object) -> None:
-    from torchplug.inductor import interface
+def _register_interface(device_type: str, dynamo: types.ModuleType) -> None:
+    from torchplug.inductor import registration, replacements
 
-    interface.install(module, enabled_devices)
-
-
-def _register_codegen(module: object) -> None:
-    from torchplug.inductor import codegen
-
-    codegen.install(module, enabled_devices)
+    try:
+        registration.register_interface(device_type)
+    except (ImportError, AttributeError, TypeError) as error:
+        replacements.fall_back(f"Dynamo's device interface registration failed ({error})")
 
 
-def _explain_failures(module: object) -> None:
-    from torchplug.inductor import errors
+def _register_codegen(device_type: str, compile_fx: types.ModuleType) -> None:
+    from torchplug.inductor import registration, replacements
 
-    errors.install(module, enabled_devices)
+    if not replacements.activate(enabled_devices):
+        return
+    try:
+        registration.register_codegen(device_type, enabled_devices)
+    except (ImportError, AttributeError, TypeError) as error:
+        replacements.fall_back(f"Inductor's backend registration failed ({error})")

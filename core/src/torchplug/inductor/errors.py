@@ -1,11 +1,10 @@
-"""Compile failures on a torchplug device say which device, which operator and what to do."""
+"""What torch.compile on a torchplug device reports: compile failures that say which
+device, which operator and what to do, and the warning that the integration
+could not be verified against the installed torch."""
 
 from __future__ import annotations
 
-import functools
-import types
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Iterable
 
 import torch
 
@@ -14,34 +13,24 @@ class DeviceCompileError(RuntimeError):
     """Inductor could not compile a graph for a torchplug device."""
 
 
-def install(compile_fx: types.ModuleType, devices: Callable[[], tuple[str, ...]]) -> None:
-    """Wrap Inductor's code generation so that its failures on our devices explain themselves."""
-    generate = compile_fx.fx_codegen_and_compile
-
-    @functools.wraps(generate)
-    def fx_codegen_and_compile(gm: torch.fx.GraphModule, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return generate(gm, *args, **kwargs)
-        except Exception as error:
-            ours = sorted(_graph_device_types(gm) & set(devices()))
-            if not ours:
-                raise
-            raise DeviceCompileError(_explain(ours[0], error)) from error
-
-    compile_fx.fx_codegen_and_compile = fx_codegen_and_compile
+class InductorIntegrationWarning(UserWarning):
+    """torchplug's Inductor integration does not match the installed torch, so
+    graphs on torchplug devices run with the devices' eager kernels."""
 
 
-def _graph_device_types(gm: torch.fx.GraphModule) -> set[str]:
-    found = set()
+def graph_device_types(gm: torch.fx.GraphModule, inputs: Iterable[object] = ()) -> set[str]:
+    """The device types of a graph's inputs and of the values its nodes produce
+    (``val`` after AOTAutograd, ``example_value`` in Dynamo's graph)."""
+    found = {item.device.type for item in inputs if isinstance(item, torch.Tensor)}
     for node in gm.graph.nodes:
-        value = node.meta.get("val")
+        value = node.meta.get("val", node.meta.get("example_value"))
         for item in value if isinstance(value, (list, tuple)) else (value,):
             if isinstance(item, torch.Tensor):
                 found.add(item.device.type)
     return found
 
 
-def _explain(device: str, error: Exception) -> str:
+def explain(device: str, error: BaseException) -> str:
     # Inductor's lowering errors name the operator on a "target:" line.
     targets = [
         line.strip()[len("target:") :].strip()

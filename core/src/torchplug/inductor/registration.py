@@ -1,0 +1,348 @@
+"""A torchplug device as Dynamo and Inductor see it, registered through their
+extension points, shaped like upstream's reference backend (OpenReg's
+``inductor_backend.py``): a device interface, ``register_backend_for_device``
+with C++ scheduling and a wrapper of our own, and device op overrides.
+
+The simulated devices' memory is host-addressable, so the kernels are
+Inductor's C++ (CPP) kernels. What makes them device kernels is the wrapper:
+every generated kernel is called through ``torchplug._C.launch_compiled``,
+which runs it as one device kernel launch (device guard, stream order, strict
+memory access, sync-debug, profiler activity), exactly like an eager kernel.
+
+Nothing here replaces a torch function; what had to be replaced is in
+:mod:`torchplug.inductor.replacements`, which also checks the signatures of
+what this module calls and overrides.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# The wrapper's fast paths into the device (torchplug/_C: bindings/compiled_kernels.cpp).
+_LAUNCH_IMPORT = (
+    "from torchplug._C import empty_strided_device as torchplug_empty, "
+    "launch_compiled as torchplug_launch"
+)
+
+_PACKAGE = Path(__file__).parent
+
+
+def register_interface(name: str) -> None:
+    """Give Dynamo the device's runtime (streams, events, current device, properties)."""
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    register_interface_for_device(name, interface_for(name))
+
+
+def register_codegen(name: str, devices: Callable[[], tuple[str, ...]]) -> None:
+    """Give Inductor the device's scheduling, wrapper and op overrides.
+
+    ``devices`` answers which devices torchplug has enabled, so that one
+    wrapper class serves them all."""
+    from torch._inductor.codegen.common import (
+        register_backend_for_device,
+        register_device_op_overrides,
+    )
+    from torch._inductor.codegen.cpp import CppScheduling
+
+    register_backend_for_device(
+        name,
+        CppScheduling,
+        _wrapper_codegen(devices),
+        UnsupportedCppWrapper,
+        device_custom_pass=_cache_key_pass(),
+    )
+    register_device_op_overrides(name, _device_op_overrides(name))
+
+
+def interface_for(name: str) -> type:
+    from torch._dynamo.device_interface import DeviceInterface
+
+    module = getattr(torch, name)
+
+    class Worker:
+        @staticmethod
+        def set_device(device: int) -> None:
+            module.set_device(device)
+
+        @staticmethod
+        def current_device() -> int:
+            return module.current_device()
+
+        @staticmethod
+        def get_device_properties(device: torch.types.Device = None) -> Any:
+            return module.get_device_properties(_index(device))
+
+    class TorchplugInterface(DeviceInterface):
+        device = module.device
+        Event = module.Event
+        Stream = module.Stream
+
+        @staticmethod
+        def current_device() -> int:
+            return module.current_device()
+
+        @staticmethod
+        def set_device(device: torch.types.Device) -> None:
+            module.set_device(device)
+
+        @staticmethod
+        def maybe_exchange_device(device: int) -> int:
+            previous = module.current_device()
+            if device != previous:
+                module.set_device(device)
+            return previous
+
+        @staticmethod
+        def exchange_device(device: int) -> int:
+            previous = module.current_device()
+            module.set_device(device)
+            return previous
+
+        @staticmethod
+        def device_count() -> int:
+            return module.device_count()
+
+        @staticmethod
+        def is_available() -> bool:
+            return module.is_available()
+
+        @staticmethod
+        def stream(stream: torch.Stream) -> Any:
+            return module.stream(stream)
+
+        @staticmethod
+        def current_stream() -> torch.Stream:
+            return module.current_stream()
+
+        @staticmethod
+        def set_stream(stream: torch.Stream) -> None:
+            module.set_stream(stream)
+
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+            module.set_stream(
+                torch.Stream(
+                    stream_id=stream_id, device_index=device_index, device_type=device_type
+                )
+            )
+
+        @staticmethod
+        def get_raw_stream(device_index: int) -> int:
+            return module.current_stream(device_index).stream_id
+
+        @staticmethod
+        def synchronize(device: torch.types.Device = None) -> None:
+            module.synchronize(device)
+
+        @staticmethod
+        def get_compute_capability(device: torch.types.Device = None) -> Any:
+            major, minor = module.get_device_capability(_index(device))
+            return major * 10 + minor
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return module.is_bf16_supported()
+
+        @staticmethod
+        def memory_allocated(device: torch.types.Device = None) -> int:
+            return module.memory_allocated(device)
+
+    TorchplugInterface.Worker = Worker
+    TorchplugInterface.__name__ = TorchplugInterface.__qualname__ = f"{name.capitalize()}Interface"
+    return TorchplugInterface
+
+
+def integration_sources(package: Path = _PACKAGE) -> list[Path]:
+    """Every file of the integration package: what the generated code depends on."""
+    return sorted(
+        path
+        for path in package.rglob("*")
+        if path.is_file() and "__pycache__" not in path.relative_to(package).parts
+    )
+
+
+def revision_of(package: Path = _PACKAGE) -> str:
+    """Changes whenever any file of ``package`` or the torchplug release does."""
+    digest = hashlib.sha256(metadata.version("torchplug").encode())
+    for source in integration_sources(package):
+        digest.update(source.relative_to(package).as_posix().encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def integration_revision() -> str:
+    return revision_of()
+
+
+@functools.cache
+def _cache_key_pass() -> Any:
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    class IntegrationRevision(CustomGraphModulePass):
+        """Changes nothing in the graph. Inductor hashes the ``uuid`` of every
+        device's custom pass into its FX graph (and AOTAutograd) cache keys, in
+        torch 2.14 and 2.15 alike: this pass makes them change whenever any file
+        of torchplug's Inductor integration does, so that a cache never serves
+        code generated by another revision of it."""
+
+        def __call__(self, gm: torch.fx.GraphModule) -> None:
+            return None
+
+        def uuid(self) -> str:
+            return integration_revision()
+
+    return IntegrationRevision()
+
+
+class UnsupportedCppWrapper:
+    """Inductor's C++ wrapper (``cpp_wrapper=True``, AOTInductor) would call the
+    generated kernels directly, outside the device's kernel launch path; until
+    it launches them through it, it is refused by name."""
+
+    supports_caching = False
+
+    @staticmethod
+    def create(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper, AOTInductor) is not "
+            "supported on torchplug devices: it would launch the generated kernels outside the "
+            "device's launch path. Compile with the default Python wrapper (cpp_wrapper=False)"
+        )
+
+
+@functools.cache
+def _wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
+    from torch._inductor.codegen.wrapper import (
+        PythonWrapperCodegen,
+        SubgraphPythonWrapperCodegen,
+    )
+
+    class LaunchesDeviceKernels:
+        """Calls C++ kernels on a torchplug device through the device's launch path."""
+
+        def _generate_kernel_call_helper(
+            self,
+            kernel_name: str,
+            call_args: list[Any],
+            *,
+            device: Any = None,
+            triton: bool = True,
+            **kwargs: Any,
+        ) -> None:
+            from torch._inductor.virtualized import V
+
+            device = device or V.graph.get_current_device_or_throw()
+            if triton or device.type not in devices():
+                super()._generate_kernel_call_helper(  # type: ignore[misc]
+                    kernel_name, call_args, device=device, triton=triton, **kwargs
+                )
+                return
+            arguments = "".join(f", {argument}" for argument in call_args)
+            self.writeline(  # type: ignore[attr-defined]
+                f"torchplug_launch({kernel_name!r}, {kernel_name}, {_device_arguments(device)}"
+                f"{arguments})"
+            )
+
+    class SubgraphWrapperCodegen(LaunchesDeviceKernels, SubgraphPythonWrapperCodegen):
+        pass
+
+    class WrapperCodegen(LaunchesDeviceKernels, PythonWrapperCodegen):
+        @staticmethod
+        def create(
+            is_subgraph: bool,
+            subgraph_name: str | None,
+            parent_wrapper: PythonWrapperCodegen | None,
+            partition_signatures: Any = None,
+        ) -> PythonWrapperCodegen:
+            if is_subgraph:
+                return SubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            return WrapperCodegen()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.imports.writeline(_LAUNCH_IMPORT)
+
+        def make_allocation(
+            self,
+            name: str,
+            device: torch.device,
+            dtype: torch.dtype,
+            shape: Any,
+            stride: Any,
+            allocation_shape: Any = None,
+            is_pinned: bool = False,
+        ) -> str:
+            if (
+                device.type not in devices()
+                or torch._inductor.config.test_configs.track_memory_lifecycle
+            ):
+                return super().make_allocation(
+                    name, device, dtype, shape, stride, allocation_shape, is_pinned
+                )
+            # On the graph's device index: a graph compiled for device 1 allocates there.
+            shape_tuple = self.codegen_python_shape_tuple(shape)
+            allocation_tuple = self.codegen_python_shape_tuple(
+                shape if allocation_shape is None else allocation_shape
+            )
+            stride_tuple = self.codegen_python_shape_tuple(stride)
+            line = (
+                f"{name} = torchplug_empty({allocation_tuple}, {stride_tuple}, {dtype}, "
+                f"{_device_arguments(device)})"
+            )
+            if allocation_tuple != shape_tuple:
+                line += f".as_strided({shape_tuple}, {stride_tuple})"
+            return line
+
+    return WrapperCodegen
+
+
+def _device_arguments(device: torch.device) -> str:
+    """The (device type, index) pair the fast paths take, as c10's enum value
+    (stable for a torch version, which Inductor's cache key includes)."""
+    from torchplug import _C
+
+    return f"{_C.device_type_id(device.type)}, {device.index if device.index is not None else 0}"
+
+
+def _device_op_overrides(name: str) -> Any:
+    from torch._inductor.codegen.common import DeviceOpOverrides
+
+    aten_type = "at::kHPU" if name == "hpu" else "at::kPrivateUse1"
+
+    class TorchplugDeviceOpOverrides(DeviceOpOverrides):
+        def import_get_raw_stream_as(self, alias: str) -> str:
+            return (
+                "from torchplug.inductor.runtime import raw_stream_getter; "
+                f"{alias} = raw_stream_getter({name!r})"
+            )
+
+        def set_device(self, device_idx: Any) -> str:
+            return f"torch.{name}.set_device({device_idx})"
+
+        def synchronize(self) -> str:
+            return f"torch.{name}.synchronize()"
+
+        def device_guard(self, device_idx: Any) -> str:
+            return f"torch.{name}.device({device_idx})"
+
+        def aten_device_type(self) -> str:
+            return aten_type
+
+    return TorchplugDeviceOpOverrides()
+
+
+def _index(device: torch.types.Device) -> int | None:
+    if device is None:
+        return None
+    if isinstance(device, int):
+        return device
+    return torch.device(device).index

@@ -1,0 +1,476 @@
+"""Every torch internal that torchplug replaces, why, and the torch releases each
+was verified against: the only place in torchplug that replaces torch's code.
+
+Registration (:mod:`torchplug.inductor.registration`) uses Dynamo's and
+Inductor's extension points. What they cannot reach is done here, by replacing
+functions in torch's own modules: ``REPLACED`` lists them. ``RELIED_ON`` lists
+what the registration calls or overrides with a fixed signature.
+
+When the user's first compile imports ``torch._inductor.compile_fx``, each of
+them is fingerprinted in the installed torch and compared with the
+fingerprints recorded in ``verified``, one per torch release it was checked
+against:
+
+- ``Check.SOURCE``: the function's source, comment lines and blank lines
+  aside, where the replacement re-implements part of it or relies on what it
+  does (plus the source of the functions in ``depends_on``);
+- ``Check.SIGNATURE``: its parameter names, where the replacement or the
+  registration only passes arguments through.
+
+A missing or changed symbol gives one :class:`InductorIntegrationWarning` and
+a fallback instead of code generation: graphs on torchplug devices run with
+the devices' eager kernels through AOTAutograd (what ``backend="aot_eager"``
+does), which give the CPU's numbers. The fingerprints cannot see new callers of
+a replaced function; the compile tests can.
+
+To verify a new torch release, run ``core/tests/test_inductor_integration.py``
+against it: a failure lists the fingerprints to record.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import importlib
+import inspect
+import logging
+import textwrap
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from torchplug.inductor.errors import (
+    DeviceCompileError,
+    InductorIntegrationWarning,
+    explain,
+    graph_device_types,
+)
+
+logger = logging.getLogger(__name__)
+
+Devices = Callable[[], tuple[str, ...]]
+Replace = Callable[[Callable[..., Any], Devices], Callable[..., Any]]
+
+
+class Check(enum.Enum):
+    SOURCE = "source"
+    SIGNATURE = "signature"
+
+
+@dataclass(frozen=True)
+class TorchInternal:
+    module: str
+    name: str
+    why: str
+    check: Check
+    verified: dict[str, str]
+    replace: Replace | None = None
+    also_bound_in: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = field(default=())
+
+    @property
+    def symbol(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    def resolve(self) -> Any:
+        return _resolve(self.module, self.name)
+
+    def fingerprint(self) -> str:
+        if self.check is Check.SIGNATURE:
+            return signature_fingerprint(inspect.signature(self.resolve()).parameters)
+        functions = [self.resolve(), *(_resolve(self.module, name) for name in self.depends_on)]
+        return source_fingerprint(inspect.getsource(function) for function in functions)
+
+
+def source_fingerprint(sources: Iterable[str]) -> str:
+    digest = hashlib.sha256()
+    for source in sources:
+        lines = textwrap.dedent(source).splitlines()
+        kept = [
+            line.rstrip() for line in lines if line.strip() and not line.strip().startswith("#")
+        ]
+        digest.update("\n".join(kept).encode())
+    return digest.hexdigest()[:12]
+
+
+def signature_fingerprint(parameter_names: Iterable[str]) -> str:
+    return f"({', '.join(parameter_names)})"
+
+
+def _resolve(module: str, name: str) -> Any:
+    value: Any = importlib.import_module(module)
+    for part in filter(None, name.split(".")):
+        value = getattr(value, part)
+    return value
+
+
+# --- the replacements -------------------------------------------------------
+
+
+def _route_compile(original: Callable[..., Any], devices: Devices) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def compile_fx(model_: torch.fx.GraphModule, example_inputs_: Any, *args: Any, **kwargs: Any):
+        ours = graph_device_types(model_, example_inputs_) & set(devices())
+        if not ours:
+            return original(model_, example_inputs_, *args, **kwargs)
+        if not _state.generates_code:
+            return torch._dynamo.lookup_backend("aot_eager")(model_, example_inputs_)
+        if not _state.explains_failures:
+            return original(model_, example_inputs_, *args, **kwargs)
+        bound = signature.bind(model_, example_inputs_, *args, **kwargs)
+        inner_compile = bound.arguments.get(
+            "inner_compile", signature.parameters["inner_compile"].default
+        )
+        bound.arguments["inner_compile"] = _explaining(inner_compile, devices)
+        return original(*bound.args, **bound.kwargs)
+
+    return compile_fx
+
+
+def _explaining(inner_compile: Callable[..., Any], devices: Devices) -> Callable[..., Any]:
+    from torch._inductor.exc import InductorError
+
+    @functools.wraps(inner_compile)
+    def explained(gm: torch.fx.GraphModule, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return inner_compile(gm, *args, **kwargs)
+        except InductorError as error:
+            cause = error.inner_exception
+            ours = sorted(graph_device_types(gm) & set(devices()))
+            if not ours or isinstance(cause, DeviceCompileError):
+                raise
+            raise DeviceCompileError(explain(ours[0], cause)) from cause
+
+    return explained
+
+
+def _ir_is_cpu(original: Callable[..., bool], devices: Devices) -> Callable[..., bool]:
+    from torch._inductor.ir import get_device_type
+
+    def is_cpu(x: Any) -> bool:
+        return original(x) or get_device_type(x) in devices()
+
+    return is_cpu
+
+
+def _node_is_cpu(original: Callable[..., bool], devices: Devices) -> Callable[..., bool]:
+    def is_cpu(self: Any) -> bool:
+        device = self.get_device()
+        return original(self) or (device is not None and device.type in devices())
+
+    return is_cpu
+
+
+def _current_backend(original: Callable[..., str], devices: Devices) -> Callable[..., str]:
+    def get_current_backend(device_type: str | None = None) -> str:
+        from torch._inductor.virtualized import V
+
+        device_type = device_type or V.graph.get_current_device_or_throw().type
+        return "cpp" if device_type in devices() else original(device_type)
+
+    return get_current_backend
+
+
+def _two_step_variance(original: Callable[..., bool], devices: Devices) -> Callable[..., bool]:
+    import sympy
+    from torch._inductor import config, lowering
+    from torch._inductor.ir import get_device_type
+    from torch._inductor.utils import sympy_product
+
+    def use_two_step_variance(x: Any, axis: Any, keepdim: bool, input_dtype: Any) -> bool:
+        if get_device_type(x) not in devices():
+            return original(x, axis, keepdim, input_dtype)
+        # The CPU's branch of the original, which this replacement was verified against.
+        reduction = lowering._make_reduction_inner(
+            x,
+            axis=lowering._validate_reduction_axis(x, axis),
+            keepdims=keepdim,
+            dtype=None,
+            override_return_dtype=None,
+        )
+        elements = sympy_product(reduction["reduction_ranges"])
+        return (
+            isinstance(elements, sympy.Integer)
+            and int(elements) <= config.cpp.use_two_step_variance_threshold
+            and sympy_product(reduction["ranges"]) != 1
+        )
+
+    return use_two_step_variance
+
+
+def _no_constant_divisor(original: Callable[..., Any], devices: Devices) -> Callable[..., Any]:
+    from torch._inductor.ir import get_device_type
+
+    def get_constant_value(x: Any) -> Any:
+        # Only div_prim asks, to replace x / c by x * (1 / c): never on the CPU.
+        if get_device_type(x) in devices():
+            return None
+        return original(x)
+
+    return get_constant_value
+
+
+_V214, _V215 = "2.14.1", "2.15.0"
+
+ENTRY = TorchInternal(
+    "torch._inductor.compile_fx",
+    "compile_fx",
+    why="Inductor's entry point. Graphs on a torchplug device go to the device's eager kernels "
+    "(AOTAutograd, as with backend='aot_eager') when this table does not match the installed "
+    "torch; otherwise the inner_compile it hands AOTAutograd for the forward and backward "
+    "graphs re-raises Inductor's failures as DeviceCompileError naming the device, the "
+    "operator and that workaround.",
+    check=Check.SIGNATURE,
+    verified={
+        _V214: "(model_, example_inputs_, inner_compile, config_patches, decompositions, "
+        "ignore_shape_env, compile_region_name)",
+        _V215: "(model_, example_inputs_, inner_compile, config_patches, decompositions, "
+        "ignore_shape_env, compile_region_name)",
+    },
+    replace=_route_compile,
+)
+
+REPLACED: tuple[TorchInternal, ...] = (
+    ENTRY,
+    TorchInternal(
+        "torch._inductor.ir",
+        "is_cpu",
+        why="Lowering asks it to pick the CPU's realization thresholds and C++-kernel rules; any "
+        "other device is assumed to run Triton-style kernels, whose rules fail on the C++ kernels "
+        "a torchplug device runs. It answers True for torchplug devices.",
+        check=Check.SOURCE,
+        verified={_V214: "a460e4731719", _V215: "a460e4731719"},
+        replace=_ir_is_cpu,
+    ),
+    TorchInternal(
+        "torch._inductor.scheduler",
+        "BaseSchedulerNode.is_cpu",
+        why="The scheduler asks it to pick the CPU's fusion rules, for the same reason as "
+        "ir.is_cpu. It answers True for nodes on torchplug devices.",
+        check=Check.SOURCE,
+        verified={_V214: "1853bfcfad2e", _V215: "1853bfcfad2e"},
+        replace=_node_is_cpu,
+    ),
+    TorchInternal(
+        "torch._inductor.utils",
+        "get_current_backend",
+        why="Code generation asks it which kernel language the current device uses, and gets "
+        "config.cuda_backend ('triton') for any device it does not know. It answers 'cpp' for "
+        "torchplug devices. Also replaced where torch._inductor.codegen.common imported it.",
+        check=Check.SOURCE,
+        verified={_V214: "0d55eba1393a", _V215: "0d55eba1393a"},
+        replace=_current_backend,
+        also_bound_in=("torch._inductor.codegen.common",),
+    ),
+    TorchInternal(
+        "torch._inductor.lowering",
+        "use_two_step_variance",
+        why="Batch and layer norm variances are a two-pass sum on the CPU up to "
+        "config.cpp.use_two_step_variance_threshold elements, Welford elsewhere: it tests "
+        "device.type == 'cpu'. Torchplug devices take the CPU's branch, so compiled code gives "
+        "compiled CPU code's numbers to the bit.",
+        check=Check.SOURCE,
+        verified={_V214: "5ad11ca9418e", _V215: "5ad11ca9418e"},
+        replace=_two_step_variance,
+    ),
+    TorchInternal(
+        "torch._inductor.lowering",
+        "get_constant_value",
+        why="div_prim replaces division by a constant with multiplication by its reciprocal on "
+        "every device but the CPU (device.type != 'cpu'); answering None for torchplug devices "
+        "keeps the CPU's true division and its numbers. Verified with div_prim's source.",
+        check=Check.SOURCE,
+        verified={_V214: "6ee83852cd68", _V215: "6ee83852cd68"},
+        replace=_no_constant_divisor,
+        depends_on=("div_prim",),
+    ),
+)
+
+
+def _relied_on(module: str, name: str, why: str, signature: str) -> TorchInternal:
+    return TorchInternal(module, name, why, Check.SIGNATURE, {_V214: signature, _V215: signature})
+
+
+_CODEGEN = "torch._inductor.codegen"
+RELIED_ON: tuple[TorchInternal, ...] = (
+    _relied_on(
+        "torch._dynamo.device_interface",
+        "register_interface_for_device",
+        "registers the device interface",
+        "(device, device_interface)",
+    ),
+    _relied_on(
+        f"{_CODEGEN}.common",
+        "register_backend_for_device",
+        "registers C++ scheduling, the wrapper and the cache-key pass by keyword",
+        "(device, device_scheduling, device_wrapper_codegen, device_cpp_wrapper_codegen, "
+        "device_fx_wrapper_codegen, device_custom_pass, device_custom_config)",
+    ),
+    _relied_on(
+        f"{_CODEGEN}.common",
+        "register_device_op_overrides",
+        "registers the device op overrides",
+        "(device, device_op_overrides)",
+    ),
+    _relied_on(
+        f"{_CODEGEN}.wrapper",
+        "PythonWrapperCodegen._generate_kernel_call_helper",
+        "overridden (private) to launch each C++ kernel through the device's launch path",
+        "(self, kernel_name, call_args, device, triton, arg_types, raw_keys, raw_args, "
+        "triton_meta, inductor_meta, graph_name, original_fxnode_name, current_stream_idx)",
+    ),
+    _relied_on(
+        f"{_CODEGEN}.wrapper",
+        "PythonWrapperCodegen.make_allocation",
+        "overridden to allocate from the device's caching allocator",
+        "(self, name, device, dtype, shape, stride, allocation_shape, is_pinned)",
+    ),
+    _relied_on(
+        f"{_CODEGEN}.wrapper",
+        "PythonWrapperCodegen.write_header",
+        "overridden to import the launch and allocation fast paths",
+        "(self)",
+    ),
+    _relied_on(
+        f"{_CODEGEN}.wrapper",
+        "PythonWrapperCodegen.create",
+        "overridden to create the device's wrapper and subgraph wrapper",
+        "(is_subgraph, subgraph_name, parent_wrapper, partition_signatures)",
+    ),
+    _relied_on(
+        f"{_CODEGEN}.wrapper",
+        "SubgraphPythonWrapperCodegen.__init__",
+        "subclassed; created with these arguments",
+        "(self, subgraph_name, parent_wrapper, partition_signatures)",
+    ),
+    _relied_on(
+        "torch._inductor.ir",
+        "get_device_type",
+        "asked by the replacements for a node's device type",
+        "(x)",
+    ),
+    _relied_on(
+        "torch._inductor.exc",
+        "InductorError.__init__",
+        "the failure of a graph's code generation; its inner_exception is explained",
+        "(self, inner_exception, first_useful_frame)",
+    ),
+)
+
+
+# --- activation -------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    activated: bool = False
+    generates_code: bool = True
+    explains_failures: bool = False
+    problems: list[str] = field(default_factory=list)
+
+
+_state = _State()
+
+
+def activate(devices: Devices) -> bool:
+    """Verify every internal against the installed torch and install the
+    replacements, once. True when Inductor may generate code for torchplug
+    devices; False when their graphs go to the eager kernels instead."""
+    if not _state.activated:
+        _state.activated = True
+        _verify_and_install(devices)
+    return _state.generates_code
+
+
+def fall_back(problem: str) -> None:
+    """Give up code generation for torchplug devices, saying why (once)."""
+    _state.generates_code = False
+    _report([problem])
+
+
+def problems() -> tuple[str, ...]:
+    """What did not match the installed torch at activation (empty when all did)."""
+    return tuple(_state.problems)
+
+
+def _verify_and_install(devices: Devices) -> None:
+    entry_problem = _problem(ENTRY)
+    codegen_problems = [
+        problem
+        for internal in (*REPLACED[1:], *RELIED_ON)
+        if (problem := _problem(internal)) is not None
+    ]
+    try:
+        compile_fx = ENTRY.resolve()
+    except (ImportError, AttributeError):
+        compile_fx = None
+    if callable(compile_fx):
+        # Installed even when its signature changed: routing only needs the
+        # graph and its inputs first, which every compile_fx has taken.
+        _install(ENTRY, compile_fx, devices)
+        _state.explains_failures = entry_problem is None
+    if codegen_problems:
+        _state.generates_code = False
+    else:
+        for internal in REPLACED[1:]:
+            _install(internal, internal.resolve(), devices)
+    _report([problem for problem in (entry_problem, *codegen_problems) if problem])
+
+
+def _problem(internal: TorchInternal) -> str | None:
+    try:
+        found = internal.fingerprint()
+        original = internal.resolve()
+    except (ImportError, AttributeError) as error:
+        return f"{internal.symbol} is missing ({error})"
+    except (OSError, TypeError, ValueError) as error:
+        return f"{internal.symbol} cannot be read ({error})"
+    if found not in internal.verified.values():
+        versions = " and ".join(internal.verified)
+        return f"{internal.symbol} differs from torch {versions}'s"
+    for module in internal.also_bound_in:
+        attribute = internal.name.rsplit(".", 1)[-1]
+        if getattr(importlib.import_module(module), attribute, None) is not original:
+            return f"{module}.{attribute} is no longer {internal.symbol}"
+    return None
+
+
+def _install(internal: TorchInternal, original: Callable[..., Any], devices: Devices) -> None:
+    assert internal.replace is not None
+    replacement = internal.replace(original, devices)
+    owner, _, attribute = internal.name.rpartition(".")
+    setattr(_resolve(internal.module, owner), attribute, replacement)
+    for module in internal.also_bound_in:
+        setattr(importlib.import_module(module), attribute, replacement)
+    logger.debug("replaced %s", internal.symbol)
+
+
+def _report(found: list[str]) -> None:
+    if not found:
+        return
+    first = not _state.problems
+    _state.problems.extend(found)
+    if _state.generates_code:
+        consequence = (
+            "Compile failures on torchplug devices are not explained (compile_fx's signature)."
+        )
+    else:
+        consequence = (
+            "Graphs on torchplug devices run with the devices' eager kernels, as with "
+            "torch.compile(..., backend='aot_eager'): no Inductor code generation, the CPU's "
+            "numbers."
+        )
+    message = (
+        f"torchplug's Inductor integration does not match torch {torch.__version__}: "
+        f"{'; '.join(found)}. {consequence} Install a torchplug release verified for this torch."
+    )
+    if first:
+        warnings.warn(message, InductorIntegrationWarning, stacklevel=2)
+    else:
+        logger.warning("%s", message)
