@@ -7,21 +7,13 @@ functions in torch's own modules: ``REPLACED`` lists them. ``RELIED_ON`` lists
 what the registration calls or overrides with a fixed signature.
 
 When the user's first compile imports ``torch._inductor.compile_fx``, each of
-them is fingerprinted in the installed torch and compared with the
-fingerprints recorded in ``verified``, one per torch release it was checked
-against:
-
-- ``Check.SOURCE``: the function's source, comment lines and blank lines
-  aside, where the replacement re-implements part of it or relies on what it
-  does (plus the source of the functions in ``depends_on``);
-- ``Check.SIGNATURE``: its parameter names, where the replacement or the
-  registration only passes arguments through.
-
-A missing or changed symbol gives one :class:`InductorIntegrationWarning` and
-a fallback instead of code generation: graphs on torchplug devices run with
-the devices' eager kernels through AOTAutograd (what ``backend="aot_eager"``
-does), which give the CPU's numbers. The fingerprints cannot see new callers of
-a replaced function; the compile tests can.
+them is fingerprinted in the installed torch (:mod:`torchplug.inductor.symbols`)
+and compared with the fingerprints recorded for the releases it was verified
+against. A missing or changed symbol gives one :class:`InductorIntegrationWarning`
+and a fallback instead of code generation: graphs on torchplug devices run
+with the devices' eager kernels through AOTAutograd (what
+``backend="aot_eager"`` does), which give the CPU's numbers. The fingerprints
+cannot see new callers of a replaced function; the compile tests can.
 
 To verify a new torch release, run ``core/tests/test_inductor_integration.py``
 against it: a failure lists the fingerprints to record.
@@ -29,15 +21,11 @@ against it: a failure lists the fingerprints to record.
 
 from __future__ import annotations
 
-import enum
 import functools
-import hashlib
-import importlib
 import inspect
 import logging
-import textwrap
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,63 +37,9 @@ from torchplug.inductor.errors import (
     explain,
     graph_device_types,
 )
+from torchplug.inductor.symbols import Check, Devices, TorchInternal
 
 logger = logging.getLogger(__name__)
-
-Devices = Callable[[], tuple[str, ...]]
-Replace = Callable[[Callable[..., Any], Devices], Callable[..., Any]]
-
-
-class Check(enum.Enum):
-    SOURCE = "source"
-    SIGNATURE = "signature"
-
-
-@dataclass(frozen=True)
-class TorchInternal:
-    module: str
-    name: str
-    why: str
-    check: Check
-    verified: dict[str, str]
-    replace: Replace | None = None
-    also_bound_in: tuple[str, ...] = ()
-    depends_on: tuple[str, ...] = field(default=())
-
-    @property
-    def symbol(self) -> str:
-        return f"{self.module}.{self.name}"
-
-    def resolve(self) -> Any:
-        return _resolve(self.module, self.name)
-
-    def fingerprint(self) -> str:
-        if self.check is Check.SIGNATURE:
-            return signature_fingerprint(inspect.signature(self.resolve()).parameters)
-        functions = [self.resolve(), *(_resolve(self.module, name) for name in self.depends_on)]
-        return source_fingerprint(inspect.getsource(function) for function in functions)
-
-
-def source_fingerprint(sources: Iterable[str]) -> str:
-    digest = hashlib.sha256()
-    for source in sources:
-        lines = textwrap.dedent(source).splitlines()
-        kept = [
-            line.rstrip() for line in lines if line.strip() and not line.strip().startswith("#")
-        ]
-        digest.update("\n".join(kept).encode())
-    return digest.hexdigest()[:12]
-
-
-def signature_fingerprint(parameter_names: Iterable[str]) -> str:
-    return f"({', '.join(parameter_names)})"
-
-
-def _resolve(module: str, name: str) -> Any:
-    value: Any = importlib.import_module(module)
-    for part in filter(None, name.split(".")):
-        value = getattr(value, part)
-    return value
 
 
 # --- the replacements -------------------------------------------------------
@@ -400,11 +334,11 @@ def problems() -> tuple[str, ...]:
 
 
 def _verify_and_install(devices: Devices) -> None:
-    entry_problem = _problem(ENTRY)
+    entry_problem = ENTRY.problem()
     codegen_problems = [
         problem
         for internal in (*REPLACED[1:], *RELIED_ON)
-        if (problem := _problem(internal)) is not None
+        if (problem := internal.problem()) is not None
     ]
     try:
         compile_fx = ENTRY.resolve()
@@ -413,42 +347,15 @@ def _verify_and_install(devices: Devices) -> None:
     if callable(compile_fx):
         # Installed even when its signature changed: routing only needs the
         # graph and its inputs first, which every compile_fx has taken.
-        _install(ENTRY, compile_fx, devices)
+        ENTRY.install(devices)
         _state.explains_failures = entry_problem is None
     if codegen_problems:
         _state.generates_code = False
     else:
         for internal in REPLACED[1:]:
-            _install(internal, internal.resolve(), devices)
+            internal.install(devices)
+            logger.debug("replaced %s", internal.symbol)
     _report([problem for problem in (entry_problem, *codegen_problems) if problem])
-
-
-def _problem(internal: TorchInternal) -> str | None:
-    try:
-        found = internal.fingerprint()
-        original = internal.resolve()
-    except (ImportError, AttributeError) as error:
-        return f"{internal.symbol} is missing ({error})"
-    except (OSError, TypeError, ValueError) as error:
-        return f"{internal.symbol} cannot be read ({error})"
-    if found not in internal.verified.values():
-        versions = " and ".join(internal.verified)
-        return f"{internal.symbol} differs from torch {versions}'s"
-    for module in internal.also_bound_in:
-        attribute = internal.name.rsplit(".", 1)[-1]
-        if getattr(importlib.import_module(module), attribute, None) is not original:
-            return f"{module}.{attribute} is no longer {internal.symbol}"
-    return None
-
-
-def _install(internal: TorchInternal, original: Callable[..., Any], devices: Devices) -> None:
-    assert internal.replace is not None
-    replacement = internal.replace(original, devices)
-    owner, _, attribute = internal.name.rpartition(".")
-    setattr(_resolve(internal.module, owner), attribute, replacement)
-    for module in internal.also_bound_in:
-        setattr(importlib.import_module(module), attribute, replacement)
-    logger.debug("replaced %s", internal.symbol)
 
 
 def _report(found: list[str]) -> None:
@@ -457,9 +364,7 @@ def _report(found: list[str]) -> None:
     first = not _state.problems
     _state.problems.extend(found)
     if _state.generates_code:
-        consequence = (
-            "Compile failures on torchplug devices are not explained (compile_fx's signature)."
-        )
+        consequence = "Compile failures on torchplug devices are not explained."
     else:
         consequence = (
             "Graphs on torchplug devices run with the devices' eager kernels, as with "
