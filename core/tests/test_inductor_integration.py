@@ -251,9 +251,9 @@ def _documented_table() -> str:
     header = "| torch symbol | why | checked by | verified against |\n| --- | --- | --- | --- |"
     return "\n\n".join(
         [
-            "Replaced:",
+            "Replaced (`replacements.REPLACED`):",
             "\n".join([header, *map(row, replacements.REPLACED)]),
-            "Relied on by the registration:",
+            "Called or overridden by the registration (`replacements.RELIED_ON`):",
             "\n".join([header, *map(row, replacements.RELIED_ON)]),
         ]
     )
