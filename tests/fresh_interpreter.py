@@ -67,7 +67,7 @@ class PluginDir:
         exception expression the plugin's module raises before reaching torchplug.
         """
         prelude = f"raise {raise_on_import}" if raise_on_import else ""
-        entry_points = {"torch.backends": {distribution: f"torchplug.loader:plugin.{distribution}"}}
+        entry_points = {"torch.backends": {distribution: f"torchplug:plugin.{distribution}"}}
         if dispatch_key == "privateuse1":
             entry_points["torchplug.privateuse1"] = {name: distribution}
         self.add(

@@ -9,13 +9,13 @@ import pytest
 from fresh_interpreter import PluginDir, run_python
 
 COUNT_REGISTRATIONS = """
-import torchplug.loader as loader
+from torchplug.activation import registration
 registrations = []
-_original = loader._register
+_original = registration.register
 def _counting(backend, status, config):
     registrations.append(backend.name)
     return _original(backend, status, config)
-loader._register = _counting
+registration.register = _counting
 """
 
 
@@ -179,8 +179,8 @@ def test_two_privateuse1_backends_default_rule(plugin_dir: PluginDir) -> None:
         run_python(
             """
 import torch
-from torchplug import loader
-s = loader.statuses()
+import torchplug
+s = torchplug.statuses()
 print(torch._C._get_privateuse1_backend_name(), s["bar"].state.value, s["foo"].state.value)
 print(s["foo"].reason)
 print(torch.ones(1, device="bar").device)
@@ -201,8 +201,8 @@ def test_two_privateuse1_backends_env_choice(plugin_dir: PluginDir) -> None:
         run_python(
             """
 import torch
-from torchplug import loader
-print(torch._C._get_privateuse1_backend_name(), loader.statuses()["bar"].reason)
+import torchplug
+print(torch._C._get_privateuse1_backend_name(), torchplug.statuses()["bar"].reason)
 print(torch.ones(1, device="foo").device)
 """,
             plugins=plugin_dir,
@@ -230,9 +230,9 @@ def test_privateuse1_taken_by_foreign_plugin(plugin_dir: PluginDir) -> None:
         run_python(
             """
 import torch
-from torchplug import loader
-print(torch._C._get_privateuse1_backend_name(), loader.statuses()["foo"].state.value)
-print(loader.statuses()["foo"].reason)
+import torchplug
+print(torch._C._get_privateuse1_backend_name(), torchplug.statuses()["foo"].state.value)
+print(torchplug.statuses()["foo"].reason)
 """,
             plugins=plugin_dir,
         )
@@ -258,8 +258,8 @@ print(loader.statuses()["foo"].reason)
 def test_disable_list_skips_backend() -> None:
     out = ok(
         run_python(
-            "import torch\nfrom torchplug import loader\n"
-            "print(hasattr(torch, 'foo'), loader.statuses()['foo'].reason)",
+            "import torch\nimport torchplug\n"
+            "print(hasattr(torch, 'foo'), torchplug.statuses()['foo'].reason)",
             TORCHPLUG_DISABLE="foo,other",
         )
     )
@@ -294,13 +294,14 @@ print(before == after, {k: v for k, v in child.items() if k not in before})
 
 
 def test_version_mismatch_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torchplug import _build_info, loader
+    import torchplug
+    from torchplug import _build_info
 
     monkeypatch.setattr(_build_info, "TORCH_VERSION", "1.0.0")
     with pytest.raises(
-        loader.BackendLoadError, match=r"built for torch 1\.0\.0 but torch .* is running"
+        torchplug.BackendLoadError, match=r"built for torch 1\.0\.0 but torch .* is running"
     ):
-        loader.check_torch_version()
+        torchplug.check_torch_version()
 
 
 def test_guarded_entry_point_imports_dotted_plugin_modules(plugin_dir: PluginDir) -> None:
@@ -310,7 +311,7 @@ def test_guarded_entry_point_imports_dotted_plugin_modules(plugin_dir: PluginDir
         run_python(
             """
 from importlib.metadata import EntryPoint
-entry = EntryPoint("vendor", "torchplug.loader:plugin.vendor.device", "torch.backends").load()
+entry = EntryPoint("vendor", "torchplug:plugin.vendor.device", "torch.backends").load()
 print(repr(entry))
 entry()
 """,

@@ -201,9 +201,9 @@ import pkgutil
 
 import torch
 import torchplug
-from torchplug import loader
+import torchplug
 
-assert torch.foo.is_available(), loader.statuses()
+assert torch.foo.is_available(), torchplug.statuses()
 names = [
     info.name
     for info in pkgutil.walk_packages(torchplug.__path__, "torchplug.")

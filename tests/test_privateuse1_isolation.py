@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import torchplug
 from fresh_interpreter import run_python
-from torchplug import loader
 from torchplug.backend import BackendState
 from torchplug_testing.child import PytestRun, child_environment
 from torchplug_testing.child import run_pytest as child_pytest
@@ -15,7 +15,7 @@ from torchplug_testing.child import run_pytest as child_pytest
 
 def test_npu_loses_privateuse1_in_the_workspace_and_says_how_to_get_it() -> None:
     assert torch._C._get_privateuse1_backend_name() == "foo"
-    status = loader.statuses()["npu"]
+    status = torchplug.statuses()["npu"]
     assert status.state is BackendState.LOST_PRIVATEUSE1
     assert "PrivateUse1 belongs to 'foo'" in status.reason
     assert "Set TORCHPLUG_PRIVATEUSE1=npu to use 'npu' instead." in status.reason

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import zoo_peripherals
 
+import torchplug
 from fresh_interpreter import ChildReports
-from torchplug import loader
 from torchplug.backend import BackendState
 
 DEVICES = ("foo", "npu", "hpu")
@@ -50,7 +50,7 @@ def cases() -> list[Any]:
 
 @pytest.mark.parametrize(("name", "device"), cases())
 def test_matches_cpu(name: str, device: str, child_outcomes: ChildReports) -> None:
-    status = loader.statuses().get(device)
+    status = torchplug.statuses().get(device)
     if status is None:
         pytest.skip(f"no installed backend provides {device}")
     if status.state is BackendState.ACTIVE:

@@ -23,10 +23,10 @@ DOUBLED_PERIOD = re.compile(r"(?<!\.)\.\.(?!\.)")
 OTHER_DEVICES_WORK = """
 for device in {devices!r}:
     print("works:", device, (torch.ones(2, device=device) * 2).sum().item())
-from torchplug import loader as _loader
+import torchplug
 from torchplug.errors import explain as _explain
 for _status in [
-    *_loader.statuses().values(), *_loader.shadowed(), *_loader.import_failures().values()
+    *torchplug.statuses().values(), *torchplug.shadowed(), *torchplug.import_failures().values()
 ]:
     if not _status.active:
         print("outcome:", _status.backend.name, _status.state.value, "|", _status.reason)
@@ -90,9 +90,9 @@ def test_plugin_failing_before_it_takes_privateuse1_leaves_it_to_a_working_one(
     # "aaa" sorts before foo; before this, it took PrivateUse1 and foo stayed inactive.
     plugin_dir.add_torchplug_backend("torch_aaa", "aaa", prepare="_failing_setup")
     result = run_case(
-        "import torch\nfrom torchplug import loader\n"
+        "import torch\nimport torchplug\n"
         "print('owner:', torch._C._get_privateuse1_backend_name())\n"
-        "print('aaa:', loader.statuses()['aaa'].state.value)\n"
+        "print('aaa:', torchplug.statuses()['aaa'].state.value)\n"
         + ATTRIBUTE_ERROR_OF.format(name="aaa"),
         devices=("foo", "hpu"),
         plugins=plugin_dir,
@@ -113,9 +113,10 @@ def test_plugin_failing_in_setup_says_it_keeps_privateuse1(plugin_dir: PluginDir
     # process: the key cannot go to foo, so every message says so and what to set.
     plugin_dir.add_torchplug_backend("torch_aaa", "aaa", setup="_failing_setup")
     result = run_case(
-        "import torch\nfrom torchplug import loader\n"
+        "import torch\nimport torchplug\n"
         "print('owner:', torch._C._get_privateuse1_backend_name())\n"
-        "print('aaa:', loader.statuses()['aaa'].reason)\n" + ATTRIBUTE_ERROR_OF.format(name="foo"),
+        "print('aaa:', torchplug.statuses()['aaa'].reason)\n"
+        + ATTRIBUTE_ERROR_OF.format(name="foo"),
         devices=("hpu",),
         plugins=plugin_dir,
     )
@@ -186,7 +187,7 @@ def test_a_second_privateuse1_plugin_is_announced_once_at_warning(plugin_dir: Pl
 def test_a_declared_priority_wins_over_name_order(plugin_dir: PluginDir) -> None:
     plugin_dir.add_torchplug_backend("torch_zzz", "zzz", priority=10)
     result = run_case(
-        "import torch\nfrom torchplug import loader\nprint('foo:', loader.statuses()['foo'].reason)",
+        "import torch\nimport torchplug\nprint('foo:', torchplug.statuses()['foo'].reason)",
         devices=("zzz",),
         plugins=plugin_dir,
     )

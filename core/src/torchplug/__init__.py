@@ -1,23 +1,45 @@
 """torchplug: build, auto-load, test and ship out-of-tree PyTorch device backends.
 
 Importing this package is cheap and does not import torch: plugins import it
-from their ``torch.backends`` entry point while ``import torch`` is running.
+from their ``torch.backends`` entry point (``torchplug:plugin.<module>``) while
+``import torch`` is running. What a plugin uses is exported here: declare a
+:class:`Backend`, guard imports with :func:`import_plugin`, check a native
+build with :func:`check_build`, and read outcomes with :func:`statuses` and
+:func:`explain`.
 """
 
 from pathlib import Path
 
-from torchplug import loader as _loader  # noqa: F401 - installs Backend.autoload's activation
+from torchplug import activation as _activation  # noqa: F401 - installs Backend.autoload's activation
+from torchplug.activation.build_checks import check_build, check_torch_version
+from torchplug.activation.entry_points import import_plugin, plugin, privateuse1_candidates
+from torchplug.activation.records import import_failures, shadowed, statuses
 from torchplug.backend import Backend, BackendState, BackendStatus
+from torchplug.device_kind import DEVICE_KINDS, DeviceKind
+from torchplug.errors import BackendLoadError, DeviceUnavailableError, explain
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEVICE_KINDS",
     "Backend",
+    "BackendLoadError",
     "BackendState",
     "BackendStatus",
+    "DeviceKind",
+    "DeviceUnavailableError",
     "__version__",
+    "check_build",
+    "check_torch_version",
+    "explain",
     "get_cmake_dir",
     "get_include",
+    "import_failures",
+    "import_plugin",
+    "plugin",
+    "privateuse1_candidates",
+    "shadowed",
+    "statuses",
 ]
 
 

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-DISPATCH_KEYS = ("privateuse1", "hpu")
+from torchplug.device_kind import kind_of
 
 # The entry-point group where a PrivateUse1 backend declares its device name, so
-# that the loader can choose the key's owner among every installed one.
+# that activation can choose the key's owner among every installed one.
 PRIVATEUSE1_GROUP = "torchplug.privateuse1"
 
 
@@ -51,12 +51,11 @@ class Backend:
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
             raise ValueError(f"Backend name {self.name!r} must be a lower-case Python identifier.")
-        if self.dispatch_key not in DISPATCH_KEYS:
+        fixed_name = kind_of(self.dispatch_key).fixed_name()
+        if fixed_name is not None and self.name != fixed_name:
             raise ValueError(
-                f"dispatch_key {self.dispatch_key!r} is not supported; use one of {DISPATCH_KEYS}."
+                f"A backend on the in-tree {self.dispatch_key!r} key must be named {fixed_name!r}."
             )
-        if self.dispatch_key == "hpu" and self.name != "hpu":
-            raise ValueError("A backend on the in-tree HPU key must be named 'hpu'.")
 
     def autoload(self) -> BackendStatus:
         """Entry point body: activate this backend, never breaking ``import torch``.
@@ -92,13 +91,13 @@ class BackendStatus:
         return self.state is BackendState.ACTIVE
 
 
-def _loader_not_imported(backend: Backend) -> BackendStatus:
+def _activation_not_imported(backend: Backend) -> BackendStatus:
     raise RuntimeError(
-        f"Cannot activate '{backend.name}': torchplug.loader is not imported "
+        f"Cannot activate '{backend.name}': torchplug.activation is not imported "
         "(importing the torchplug package imports it)."
     )
 
 
-# What autoload() calls: torchplug.loader installs its activation here when it is
-# imported, so that this declaration module, below the loader, never imports it.
-_activate: Callable[[Backend], BackendStatus] = _loader_not_imported
+# What autoload() calls: torchplug.activation installs itself here when it is
+# imported, so that this declaration module, below activation, never imports it.
+_activate: Callable[[Backend], BackendStatus] = _activation_not_imported

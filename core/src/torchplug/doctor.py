@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from torchplug import loader, settings
+from torchplug import settings
+from torchplug.activation import records
 from torchplug.backend import BackendState
+from torchplug.device_kind import privateuse1_owner
 
 
 @dataclass
@@ -54,9 +56,9 @@ def collect() -> Report:
     by_distribution = {
         status.backend.distribution: status
         for status in [
-            *loader.import_failures().values(),
-            *loader.shadowed(),
-            *loader.statuses().values(),
+            *records.import_failures().values(),
+            *records.shadowed(),
+            *records.statuses().values(),
         ]
         if status.backend.distribution
     }
@@ -66,7 +68,7 @@ def collect() -> Report:
         torch_version=torch.__version__,
         torchplug_version=torchplug.__version__,
         settings=config.as_dict(),
-        privateuse1_owner=None if owner == "privateuseone" else owner,
+        privateuse1_owner=privateuse1_owner(owner),
         current_accelerator=None if accelerator is None else accelerator.type,
     )
     for ep in sorted(metadata.entry_points(group="torch.backends"), key=lambda e: e.name):
@@ -94,7 +96,7 @@ def collect() -> Report:
             entry.status = "not loaded"
             entry.reason = (
                 "its entry point ran but never activated a torchplug backend; "
-                "point it at torchplug.loader:plugin.<module> to have failures recorded here"
+                "point it at torchplug:plugin.<module> to have failures recorded here"
             )
         else:
             entry.status = "loaded"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 
 from torchplug.backend import PRIVATEUSE1_GROUP, BackendStatus
+from torchplug.device_kind import kind_of_device
 
 # Ahead of every device deserializer torch registers (cpu is 10, cuda 20,
 # privateuse1 23, hpu 24), so the missing-device case is caught before
@@ -23,7 +24,7 @@ _PRIORITY = 19
 
 _lock = threading.Lock()
 _installed = False
-# The loader's record of every backend's activation, by device name.
+# Activation's record of every backend's outcome, by device name.
 _statuses: Callable[[], Mapping[str, BackendStatus]] = dict
 
 
@@ -35,7 +36,7 @@ def install(statuses: Callable[[], Mapping[str, BackendStatus]]) -> None:
     """Registers the missing-device check with ``torch.serialization``. Idempotent.
 
     ``statuses`` answers, by device name, how each backend's activation went
-    (``torchplug.loader.statuses``): it explains why a device is missing.
+    (``torchplug.statuses``): it explains why a device is missing.
     """
     global _installed, _statuses
     with _lock:
@@ -83,14 +84,19 @@ def _why_missing(device_type: str) -> str | None:
             f"run `torchplug doctor` to see why."
         )
     # torch's own messages serve its built-in devices (cuda on a CPU box, ...);
-    # hpu is built in only as a name, the device itself always comes from a plugin.
-    if _is_builtin_device_type(device_type) and device_type != "hpu":
+    # an in-tree key a plugin provides (hpu) is built in only as a name.
+    if _is_builtin_device_type(device_type) and not _provided_by_plugins(device_type):
         return None
     return (
         f"no installed backend provides the '{device_type}' device. Install the package that "
         f"provides it (a torchplug plugin such as torch_foo, or the vendor's PyTorch extension); "
         f"`torchplug doctor` lists the backends installed here."
     )
+
+
+def _provided_by_plugins(device_type: str) -> bool:
+    """Whether ``device_type`` is the fixed name of an in-tree key plugins provide."""
+    return kind_of_device(device_type).fixed_name() == device_type
 
 
 def _installed_privateuse1_distribution(device_type: str) -> str | None:

@@ -8,7 +8,7 @@ TORCHPLUG_PRIVATEUSE1=npu, one reported outcome per test
 
 import pytest
 
-from torchplug import loader
+import torchplug
 from torchplug_testing.fixtures import _drain_device, require_device  # noqa: F401 - fixtures
 from torchplug_testing.owner_process import run_in_owner_process
 
@@ -17,7 +17,7 @@ pytest_collection_modifyitems = run_in_owner_process("npu", __file__)
 
 @pytest.fixture(scope="session")
 def npu() -> str:
-    status = loader.statuses().get("npu")
+    status = torchplug.statuses().get("npu")
     return require_device(
         "npu",
         f"the npu backend is not active here: {status.reason if status else 'not loaded'}",

@@ -76,8 +76,8 @@ def test_import_torch_alone_activates_npu_and_its_ops() -> None:
 CHECK_ONE_REGISTRATION = """
     import torch
     import torch_vnpu
-    from torchplug import loader
-    status = loader.statuses()["npu"]
+    import torchplug
+    status = torchplug.statuses()["npu"]
     assert status.active, status.reason
     assert torch._C._get_privateuse1_backend_name() == "npu"
     x = torch.ones(3, device="npu")

@@ -38,14 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Runs the suite as ``args`` (with ``pytest_args``, what followed ``--``) asks."""
     # Only the torchplug command calls this, so torchplug is installed.
-    from torchplug import loader
+    import torchplug
     from torchplug_testing import check
 
     # A PrivateUse1 backend that is not this environment's default owner gets
     # the key in the child process only.
     device = args.device.split(":")[0]
     extra_env = (
-        {"TORCHPLUG_PRIVATEUSE1": device} if device in loader.privateuse1_candidates() else {}
+        {"TORCHPLUG_PRIVATEUSE1": device} if device in torchplug.privateuse1_candidates() else {}
     )
     return check.main(
         device,

@@ -18,7 +18,7 @@ report, skipped, xfailed). A child that crashes fails every test it did not
 report. Where the backend already owns PrivateUse1 (including the child
 itself), the tests run in place, untouched.
 
-The backend's state comes from torchplug's loader: torchplug is imported when
+The backend's state comes from torchplug's activation record: torchplug is imported when
 the hook runs (it is installed wherever a torchplug backend is), not with this
 module, so the rest of torchplug-testing serves backends not built on torchplug.
 """
@@ -88,14 +88,15 @@ def run_in_owner_process(device: str, conftest_file: str | os.PathLike[str]) -> 
 
 def _reason_to_reroute(device: str) -> str | None:
     """Why this process cannot run ``device``'s tests, or None if it can."""
-    from torchplug import loader, settings
+    import torchplug
+    from torchplug import settings
     from torchplug.backend import BackendState
 
     if settings.current().privateuse1 == device:
         return None  # already asked for it: run in place (never recurse)
     import torch  # noqa: F401 - activates the installed backends
 
-    status = loader.statuses().get(device)
+    status = torchplug.statuses().get(device)
     if status is None or status.state is not BackendState.LOST_PRIVATEUSE1:
         return None
     return status.reason

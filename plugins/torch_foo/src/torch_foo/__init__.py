@@ -5,6 +5,6 @@ from torchplug import Backend
 backend = Backend(name="foo", dispatch_key="privateuse1", distribution="torch_foo")
 
 # The torch.backends entry point of old installs (new ones name
-# torchplug.loader:plugin.torch_foo); importing torch_foo explicitly does the same.
+# torchplug:plugin.torch_foo); importing torch_foo explicitly does the same.
 _autoload = backend.autoload
 _autoload()

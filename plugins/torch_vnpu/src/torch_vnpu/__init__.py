@@ -46,7 +46,7 @@ def _operator(name: str) -> Callable[..., Any]:
 
     if _status.state is BackendState.SHADOWED:
         # Another distribution's npu holds the name: its status is not ours.
-        from torchplug.loader import explain
+        from torchplug import explain
 
         raise _ops.OperatorsUnavailableError(
             f"torch_vnpu's operators are registered when its npu backend is active. {explain(_status)}"

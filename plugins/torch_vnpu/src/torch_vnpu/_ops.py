@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from torchplug import loader
+import torchplug
 
 _lock = threading.Lock()
 _loaded = False
@@ -34,7 +34,7 @@ def load() -> None:
             return
         from torch_vnpu import _build_info
 
-        loader.check_build("torch_vnpu", _build_info)
+        torchplug.check_build("torch_vnpu", _build_info)
         importlib.import_module("torch_vnpu._C")  # its static initializers define torch.ops.npu.*
         _register_fake_kernels()
         _register_autograd()
@@ -44,7 +44,7 @@ def load() -> None:
 def operator(name: str) -> Callable[..., Any]:
     """``torch.ops.npu.<name>``, or a clear error if the npu backend is not active."""
     if not _loaded:
-        status = loader.statuses().get("npu")
+        status = torchplug.statuses().get("npu")
         reason = status.reason if status is not None else "torch_vnpu was never activated"
         raise OperatorsUnavailableError(
             f"torch_vnpu's operators are registered when the npu backend is active, and it is not: "

@@ -20,6 +20,6 @@ def __autoload() -> None:
     """
     if is_loaded:
         return
-    from torchplug.loader import import_plugin
+    from torchplug import import_plugin
 
     import_plugin("vhabana_frameworks.torch", device="hpu")

@@ -1,0 +1,84 @@
+"""Every difference between a PrivateUse1 backend and an HPU backend, as table rows.
+
+The Python side of ``kDeviceKinds`` in ``core/csrc/aten/backend_registry.cpp``:
+code elsewhere asks a backend's :class:`DeviceKind` what to do instead of
+testing the dispatch key's name, so a third kind of key would be one more row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """How torch exposes one dispatch key to an out-of-tree backend."""
+
+    # The name a plugin gives as ``Backend(dispatch_key=...)``; also the C++ table's key.
+    dispatch_key: str
+    # The device name torch gives the key before any backend claims it.
+    torch_name: str
+    # The key is renamed to the backend's device name (``rename_privateuse1_backend``),
+    # once per process: installed backends compete for it and torchplug arbitrates.
+    renamed_to_backend: bool
+    # Torch parses the device name by itself and imports ``torch.<name>`` when a
+    # tensor is created there, whether or not a backend is active.
+    known_to_torch: bool
+    # ``torch.utils.generate_methods_for_privateuse1_backend`` gives tensors, modules
+    # and storages their ``.<name>()`` methods; otherwise torchplug adds them.
+    torch_generates_methods: bool
+    # ``torch.manual_seed`` seeds the device's generators only through torchplug.
+    seeded_by_torchplug: bool
+    # The ``c10::DeviceType`` spelled in C++ code Inductor generates.
+    aten_device_type: str
+
+    def fixed_name(self) -> str | None:
+        """The only device name a backend on this key may have (None: any name)."""
+        return None if self.renamed_to_backend else self.torch_name
+
+
+PRIVATEUSE1 = DeviceKind(
+    dispatch_key="privateuse1",
+    torch_name="privateuseone",
+    renamed_to_backend=True,
+    known_to_torch=False,
+    torch_generates_methods=True,
+    seeded_by_torchplug=False,
+    aten_device_type="at::kPrivateUse1",
+)
+
+HPU = DeviceKind(
+    dispatch_key="hpu",
+    torch_name="hpu",
+    renamed_to_backend=False,
+    known_to_torch=True,
+    torch_generates_methods=False,
+    seeded_by_torchplug=True,
+    aten_device_type="at::kHPU",
+)
+
+DEVICE_KINDS: dict[str, DeviceKind] = {kind.dispatch_key: kind for kind in (PRIVATEUSE1, HPU)}
+
+
+def kind_of(dispatch_key: str) -> DeviceKind:
+    """The row of a dispatch key, or a ValueError naming the keys there are."""
+    try:
+        return DEVICE_KINDS[dispatch_key]
+    except KeyError:
+        raise ValueError(
+            f"dispatch_key {dispatch_key!r} is not supported; use one of {tuple(DEVICE_KINDS)}."
+        ) from None
+
+
+def kind_of_device(name: str) -> DeviceKind:
+    """The row a device name belongs to: a key's fixed name, else a renamed PrivateUse1."""
+    for kind in DEVICE_KINDS.values():
+        if kind.fixed_name() == name:
+            return kind
+    return PRIVATEUSE1
+
+
+def privateuse1_owner(torch_name_of_key: str) -> str | None:
+    """The device name PrivateUse1 was renamed to, given torch's current name for the
+    key (``torch._C._get_privateuse1_backend_name()``); None while it is unclaimed."""
+    return None if torch_name_of_key == PRIVATEUSE1.torch_name else torch_name_of_key
