@@ -201,7 +201,6 @@ import pkgutil
 
 import torch
 import torchplug
-import torchplug
 
 assert torch.foo.is_available(), torchplug.statuses()
 names = [
@@ -231,3 +230,96 @@ def test_import_torch_autoload_imports_no_bench_and_no_test_tooling() -> None:
     result = run_python("import sys\nimport torch\n" + LOADED_LAYERS)
     assert result.returncode == 0, result.stderr[-4000:]
     assert loaded_layers(result.stdout) == {"test tooling": [], "benchmarks": []}
+
+
+DISTRIBUTION_SOURCES = sorted(
+    path
+    for pattern in ("core/src/**/*.py", "plugins/*/src/**/*.py", "packages/*/src/**/*.py")
+    for path in WORKSPACE.glob(pattern)
+)
+MAX_SOURCE_LINES = 400
+
+
+def test_no_distribution_source_file_is_over_the_line_limit() -> None:
+    long = {
+        str(path.relative_to(WORKSPACE)): lines
+        for path in DISTRIBUTION_SOURCES
+        if (lines := len(path.read_text().splitlines())) > MAX_SOURCE_LINES
+    }
+    assert not long, f"split these by concern (at most {MAX_SOURCE_LINES} lines each): {long}"
+
+
+# What a plugin may import of the core: the names ``torchplug`` exports, and
+# these documented modules.
+PUBLIC_CORE_MODULES = {"torchplug", "torchplug.runtime", "torchplug.sanitizer"}
+
+
+def core_imports(path: Path) -> set[str]:
+    """``torchplug`` modules and exported names a source file imports, dotted."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "torchplug")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torchplug":
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_plugins_import_only_the_public_core() -> None:
+    import torchplug
+
+    public = PUBLIC_CORE_MODULES | {f"torchplug.{name}" for name in torchplug.__all__}
+    private = {
+        str(path.relative_to(WORKSPACE)): sorted(core_imports(path) - public)
+        for path in DISTRIBUTION_SOURCES
+        if path.is_relative_to(WORKSPACE / "plugins")
+    }
+    private = {path: names for path, names in private.items() if names}
+    assert not private, f"plugins use private torchplug modules; export what they need: {private}"
+
+
+# Torch's names of the dispatch keys torchplug serves (``torchplug.DEVICE_KINDS``).
+DISPATCH_KEY_NAMES = {"privateuse1", "privateuseone", "hpu"}
+
+
+def dispatch_key_tests(path: Path) -> list[int]:
+    """Lines comparing something with a dispatch key's name or a ``dispatch_key``."""
+
+    def names_a_key(node: ast.expr) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in DISPATCH_KEY_NAMES
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(names_a_key(element) for element in node.elts)
+        return isinstance(node, ast.Attribute) and node.attr == "dispatch_key"
+
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+            if isinstance(node, ast.Compare)
+            and any(map(names_a_key, [node.left, *node.comparators]))
+        }
+    )
+
+
+def test_dispatch_key_differences_are_rows_of_the_device_kind_table() -> None:
+    table = WORKSPACE / "core/src/torchplug/device_kind.py"
+    found = {
+        str(path.relative_to(WORKSPACE)): lines
+        for path in DISTRIBUTION_SOURCES
+        if path != table and (lines := dispatch_key_tests(path))
+    }
+    assert not found, (
+        "a PrivateUse1/HPU difference is a row of torchplug.device_kind.DeviceKind, "
+        f"not a string test: {found}"
+    )
+
+
+def test_the_source_checks_see_what_they_forbid(tmp_path: Path) -> None:
+    source = tmp_path / "module.py"
+    source.write_text(
+        "from torchplug.activation import records\nimport torchplug.device_kind\n"
+        "if backend.dispatch_key == 'x' or name in ('cpu', 'hpu'):\n    pass\n"
+    )
+    assert core_imports(source) == {"torchplug.activation.records", "torchplug.device_kind"}
+    assert dispatch_key_tests(source) == [3]
