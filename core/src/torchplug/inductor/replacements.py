@@ -49,7 +49,9 @@ def _route_compile(original: Callable[..., Any], devices: Devices) -> Callable[.
     signature = inspect.signature(original)
 
     @functools.wraps(original)
-    def compile_fx(model_: torch.fx.GraphModule, example_inputs_: Any, *args: Any, **kwargs: Any):
+    def compile_fx(
+        model_: torch.fx.GraphModule, example_inputs_: Any, *args: Any, **kwargs: Any
+    ) -> Any:
         ours = graph_device_types(model_, example_inputs_) & set(devices())
         if not ours:
             return original(model_, example_inputs_, *args, **kwargs)
@@ -77,7 +79,7 @@ def _explaining(inner_compile: Callable[..., Any], devices: Devices) -> Callable
         except InductorError as error:
             cause = error.inner_exception
             ours = sorted(graph_device_types(gm) & set(devices()))
-            if not ours or isinstance(cause, DeviceCompileError):
+            if not ours:
                 raise
             raise DeviceCompileError(explain(ours[0], cause)) from cause
 
@@ -304,6 +306,7 @@ RELIED_ON: tuple[TorchInternal, ...] = (
 @dataclass
 class _State:
     activated: bool = False
+    routes_to_eager_kernels: bool = False
     generates_code: bool = True
     explains_failures: bool = False
     problems: list[str] = field(default_factory=list)
@@ -348,6 +351,7 @@ def _verify_and_install(devices: Devices) -> None:
         # Installed even when its signature changed: routing only needs the
         # graph and its inputs first, which every compile_fx has taken.
         ENTRY.install(devices)
+        _state.routes_to_eager_kernels = True
         _state.explains_failures = entry_problem is None
     if codegen_problems:
         _state.generates_code = False
@@ -365,11 +369,16 @@ def _report(found: list[str]) -> None:
     _state.problems.extend(found)
     if _state.generates_code:
         consequence = "Compile failures on torchplug devices are not explained."
-    else:
+    elif _state.routes_to_eager_kernels:
         consequence = (
             "Graphs on torchplug devices run with the devices' eager kernels, as with "
             "torch.compile(..., backend='aot_eager'): no Inductor code generation, the CPU's "
             "numbers."
+        )
+    else:
+        consequence = (
+            "Inductor cannot compile for torchplug devices: compile with "
+            "torch.compile(..., backend='aot_eager')."
         )
     message = (
         f"torchplug's Inductor integration does not match torch {torch.__version__}: "
