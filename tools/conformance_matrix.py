@@ -9,6 +9,10 @@ forward and backward pass rates (samples that match the CPU, of those the CPU
 accepts) with the operators that crashed the process. Both are written between
 the matrix markers of docs/conformance.md, so the page always shows what the
 last run measured; the OpInfo table is also printed.
+
+:func:`page_structure` and :func:`expected_structure` give what a test
+compares: the page's groups, devices and dtypes against the suite's modules,
+the workspace's devices and the sweep's dtypes, not the measured counts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sys
 from collections import Counter
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "conformance.md"
@@ -116,6 +121,66 @@ def opinfo_table(reports: list[dict]) -> str:
     lines += ["Operators that crashed the process:" if crashed else "No operator crashed."]
     lines += crashed
     return "\n".join(lines)
+
+
+def suite_groups() -> list[str]:
+    """The suite's feature groups: one per module of torchplug_testing's suite."""
+    from torchplug_testing.plugin import SUITE_DIR
+
+    return sorted(path.stem for path in SUITE_DIR.glob("*.py") if not path.stem.startswith("_"))
+
+
+def _table(lines: list[str], header: str) -> list[list[str]]:
+    """The rows (cells) of the Markdown table of ``lines`` whose header starts with ``header``."""
+    rows: list[list[str]] = []
+    for line in lines:
+        if rows and not line.startswith("|"):
+            break
+        if line.startswith(header) or (rows and not line.startswith("|---")):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def page_structure(page: str) -> dict[str, Any]:
+    """What the page's tables are made of: the groups its description table
+    lists, and the matrix's columns and rows without their counts."""
+    lines = page.splitlines()
+    _, _, generated = page.partition(START)
+    generated_lines = generated.partition(END)[0].splitlines()
+    groups = _table(generated_lines, "| feature group |")
+    opinfo = _table(generated_lines, "| device | dtype |")
+    return {
+        "described groups": sorted(row[0].strip("`") for row in _table(lines, "| group |")[1:]),
+        "matrix columns": groups[0] if groups else [],
+        "matrix groups": [row[0] for row in groups[1:]],
+        "opinfo columns": opinfo[0] if opinfo else [],
+        "opinfo rows": [tuple(row[:2]) for row in opinfo[1:]],
+    }
+
+
+def expected_structure(devices: list[str]) -> dict[str, Any]:
+    """What :func:`page_structure` reads after this tool has run for ``devices``."""
+    from torchplug_testing.plugin import OPINFO_DTYPES
+
+    groups = suite_groups()
+    empty_counts = dict.fromkeys(
+        ("passed", "newly_passing", "expected_failure", "failed", "skipped"), 0
+    )
+    reports = [
+        {
+            "device": device,
+            "groups": dict.fromkeys(groups, empty_counts),
+            "opinfo": {},
+            "dtypes": OPINFO_DTYPES.split(","),
+            "full": False,
+            "crashes": [],
+            "expected_failures": [],
+        }
+        for device in devices
+    ]
+    structure = page_structure(f"{START}\n{matrix(reports)}\n{END}")
+    structure["described groups"] = groups
+    return structure
 
 
 def main() -> None:
