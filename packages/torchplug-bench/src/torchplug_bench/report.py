@@ -165,7 +165,12 @@ def _cells(figure: Figure, ratio_note: dict[str, str]) -> list[str]:
         return ["", "", ratio_note["failed"]]
     unit = figure.row.unit
     ratio = f"{figure.ratio:.2f}x" + ("" if figure.met else f" {ratio_note['missed']}")
-    return [f"{figure.value:.3g} {unit}", f"{figure.baseline_value:.3g} {unit}", ratio]
+    return [f"{_number(figure.value)} {unit}", f"{_number(figure.baseline_value)} {unit}", ratio]
+
+
+def _number(value: float) -> str:
+    """Three significant digits, without an exponent for large values."""
+    return f"{value:.0f}" if value >= 1000 else f"{value:.3g}"
 
 
 def _first_line(error: str, limit: int = 200) -> str:
