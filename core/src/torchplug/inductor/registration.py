@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from torchplug.device_kind import kind_of_device
+
 # The wrapper's fast paths into the device (torchplug/_C: bindings/compiled_kernels.cpp).
 _LAUNCH_IMPORT = (
     "from torchplug._C import empty_strided_device as torchplug_empty, "
@@ -316,7 +318,7 @@ def _device_arguments(device: torch.device) -> str:
 def _device_op_overrides(name: str) -> Any:
     from torch._inductor.codegen.common import DeviceOpOverrides
 
-    aten_type = "at::kHPU" if name == "hpu" else "at::kPrivateUse1"
+    aten_type = kind_of_device(name).aten_device_type
 
     class TorchplugDeviceOpOverrides(DeviceOpOverrides):
         def import_get_raw_stream_as(self, alias: str) -> str:
