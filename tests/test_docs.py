@@ -70,3 +70,13 @@ def test_python_example_runs_clean_under_the_sanitizer(
     environment = child.child_environment(TORCHPLUG_SANITIZER="1")
     result = child.run_python(code, environment, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, f"{where} failed under the sanitizer:\n{result.stderr}"
+
+
+def test_architecture_names_every_module_of_the_core() -> None:
+    """docs/architecture.md's module table cannot drift: every module of the
+    core's Python package is named there by its path."""
+    package = Path(__file__).resolve().parents[1] / "core/src/torchplug"
+    page = (DOCS / "architecture.md").read_text()
+    modules = sorted(str(path.relative_to(package)) for path in package.rglob("*.py"))
+    missing = [module for module in modules if f"`{module}`" not in page]
+    assert not missing, f"docs/architecture.md does not describe {missing}"

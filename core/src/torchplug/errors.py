@@ -1,6 +1,6 @@
 """What torchplug raises when a backend cannot be used, and the message that says why.
 
-Below the loader that records the failures and the device modules that raise
+Below activation, which records the failures, and the device modules that raise
 them, so both import it and neither imports the other.
 """
 
