@@ -37,27 +37,15 @@ class DeviceKind:
         return None if self.renamed_to_backend else self.torch_name
 
 
-PRIVATEUSE1 = DeviceKind(
-    dispatch_key="privateuse1",
-    torch_name="privateuseone",
-    renamed_to_backend=True,
-    known_to_torch=False,
-    torch_generates_methods=True,
-    seeded_by_torchplug=False,
-    aten_device_type="at::kPrivateUse1",
+# fmt: off
+_ROWS = (
+    # key          torch's name     renamed  known  methods  seeded  C++ device type
+    ("privateuse1", "privateuseone", True,    False, True,    False,  "at::kPrivateUse1"),
+    ("hpu",         "hpu",           False,   True,  False,   True,   "at::kHPU"),
 )
-
-HPU = DeviceKind(
-    dispatch_key="hpu",
-    torch_name="hpu",
-    renamed_to_backend=False,
-    known_to_torch=True,
-    torch_generates_methods=False,
-    seeded_by_torchplug=True,
-    aten_device_type="at::kHPU",
-)
-
-DEVICE_KINDS: dict[str, DeviceKind] = {kind.dispatch_key: kind for kind in (PRIVATEUSE1, HPU)}
+# fmt: on
+DEVICE_KINDS: dict[str, DeviceKind] = {row[0]: DeviceKind(*row) for row in _ROWS}
+PRIVATEUSE1 = DEVICE_KINDS["privateuse1"]
 
 
 def kind_of(dispatch_key: str) -> DeviceKind:
