@@ -37,7 +37,7 @@ from torchplug.inductor.errors import (
     explain,
     graph_device_types,
 )
-from torchplug.inductor.symbols import Check, Devices, TorchInternal
+from torchplug.inductor.symbols import Check, Devices, Replace, TorchInternal
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +154,34 @@ def _no_constant_divisor(original: Callable[..., Any], devices: Devices) -> Call
 
 _V214, _V215 = "2.14.1", "2.15.0"
 
+
+def _in_both_releases(fingerprint: str) -> dict[str, str]:
+    """``verified`` for a symbol whose fingerprint did not change between the releases."""
+    return {_V214: fingerprint, _V215: fingerprint}
+
+
+def _replaced(
+    module: str,
+    name: str,
+    why: str,
+    source: str,
+    replace: Replace,
+    also_bound_in: tuple[str, ...] = (),
+    depends_on: tuple[str, ...] = (),
+) -> TorchInternal:
+    """A function replaced here, checked by its source, which both releases share."""
+    return TorchInternal(
+        module,
+        name,
+        why,
+        Check.SOURCE,
+        _in_both_releases(source),
+        replace,
+        also_bound_in,
+        depends_on,
+    )
+
+
 ENTRY = TorchInternal(
     "torch._inductor.compile_fx",
     "compile_fx",
@@ -163,74 +191,67 @@ ENTRY = TorchInternal(
     "graphs re-raises Inductor's failures as DeviceCompileError naming the device, the "
     "operator and that workaround.",
     check=Check.SIGNATURE,
-    verified={
-        _V214: "(model_, example_inputs_, inner_compile, config_patches, decompositions, "
-        "ignore_shape_env, compile_region_name)",
-        _V215: "(model_, example_inputs_, inner_compile, config_patches, decompositions, "
-        "ignore_shape_env, compile_region_name)",
-    },
+    verified=_in_both_releases(
+        "(model_, example_inputs_, inner_compile, config_patches, decompositions, "
+        "ignore_shape_env, compile_region_name)"
+    ),
     replace=_route_compile,
 )
 
 REPLACED: tuple[TorchInternal, ...] = (
     ENTRY,
-    TorchInternal(
+    _replaced(
         "torch._inductor.ir",
         "is_cpu",
-        why="Lowering asks it to pick the CPU's realization thresholds and C++-kernel rules; any "
+        "Lowering asks it to pick the CPU's realization thresholds and C++-kernel rules; any "
         "other device is assumed to run Triton-style kernels, whose rules fail on the C++ kernels "
         "a torchplug device runs. It answers True for torchplug devices.",
-        check=Check.SOURCE,
-        verified={_V214: "a460e4731719", _V215: "a460e4731719"},
-        replace=_ir_is_cpu,
+        "a460e4731719",
+        _ir_is_cpu,
     ),
-    TorchInternal(
+    _replaced(
         "torch._inductor.scheduler",
         "BaseSchedulerNode.is_cpu",
-        why="The scheduler asks it to pick the CPU's fusion rules, for the same reason as "
+        "The scheduler asks it to pick the CPU's fusion rules, for the same reason as "
         "ir.is_cpu. It answers True for nodes on torchplug devices.",
-        check=Check.SOURCE,
-        verified={_V214: "1853bfcfad2e", _V215: "1853bfcfad2e"},
-        replace=_node_is_cpu,
+        "1853bfcfad2e",
+        _node_is_cpu,
     ),
-    TorchInternal(
+    _replaced(
         "torch._inductor.utils",
         "get_current_backend",
-        why="Code generation asks it which kernel language the current device uses, and gets "
+        "Code generation asks it which kernel language the current device uses, and gets "
         "config.cuda_backend ('triton') for any device it does not know. It answers 'cpp' for "
         "torchplug devices. Also replaced where torch._inductor.codegen.common imported it.",
-        check=Check.SOURCE,
-        verified={_V214: "0d55eba1393a", _V215: "0d55eba1393a"},
-        replace=_current_backend,
+        "0d55eba1393a",
+        _current_backend,
         also_bound_in=("torch._inductor.codegen.common",),
     ),
-    TorchInternal(
+    _replaced(
         "torch._inductor.lowering",
         "use_two_step_variance",
-        why="Batch and layer norm variances are a two-pass sum on the CPU up to "
+        "Batch and layer norm variances are a two-pass sum on the CPU up to "
         "config.cpp.use_two_step_variance_threshold elements, Welford elsewhere: it tests "
         "device.type == 'cpu'. Torchplug devices take the CPU's branch, so compiled code gives "
         "compiled CPU code's numbers to the bit.",
-        check=Check.SOURCE,
-        verified={_V214: "5ad11ca9418e", _V215: "5ad11ca9418e"},
-        replace=_two_step_variance,
+        "5ad11ca9418e",
+        _two_step_variance,
     ),
-    TorchInternal(
+    _replaced(
         "torch._inductor.lowering",
         "get_constant_value",
-        why="div_prim replaces division by a constant with multiplication by its reciprocal on "
+        "div_prim replaces division by a constant with multiplication by its reciprocal on "
         "every device but the CPU (device.type != 'cpu'); answering None for torchplug devices "
         "keeps the CPU's true division and its numbers. Verified with div_prim's source.",
-        check=Check.SOURCE,
-        verified={_V214: "6ee83852cd68", _V215: "6ee83852cd68"},
-        replace=_no_constant_divisor,
+        "6ee83852cd68",
+        _no_constant_divisor,
         depends_on=("div_prim",),
     ),
 )
 
 
 def _relied_on(module: str, name: str, why: str, signature: str) -> TorchInternal:
-    return TorchInternal(module, name, why, Check.SIGNATURE, {_V214: signature, _V215: signature})
+    return TorchInternal(module, name, why, Check.SIGNATURE, _in_both_releases(signature))
 
 
 _CODEGEN = "torch._inductor.codegen"
