@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import CodeType
 
 import torch
@@ -20,24 +21,15 @@ def tensor_facts(name: str, tensor: torch.Tensor) -> TensorFacts:
     return name, tensor.shape, tensor.dtype, tensor.device
 
 
+# eq=False: two accesses with the same facts are still two events (and stay hashable).
+@dataclass(slots=True, eq=False)
 class Access:
-    __slots__ = ("kind", "op", "stack", "stream", "tensor", "tick")
-
-    def __init__(
-        self,
-        stream: StreamKey,
-        tick: int,
-        op: str,
-        kind: str,
-        tensor: TensorFacts,
-        stack: Frames,
-    ) -> None:
-        self.stream = stream
-        self.tick = tick
-        self.op = op
-        self.kind = kind
-        self.tensor = tensor
-        self.stack = stack
+    stream: StreamKey
+    tick: int
+    op: str
+    kind: str
+    tensor: TensorFacts
+    stack: Frames
 
 
 class Memory:
