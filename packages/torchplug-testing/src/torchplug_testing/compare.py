@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -23,45 +24,44 @@ def to_cpu_reference(value: Any, device: torch.device | str) -> Any:
 
 def to_cpu(value: Any) -> Any:
     """``value`` with every tensor copied to the CPU, detached."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(to_cpu(item) for item in value))
-    if isinstance(value, list | tuple):
-        return type(value)(to_cpu(item) for item in value)
-    if isinstance(value, dict):
-        return {key: to_cpu(item) for key, item in value.items()}
-    return value
+    return _map_tensors(value, lambda tensor: tensor.detach().cpu())
 
 
 def as_leaves(value: Any) -> Any:
     """``value`` with every tensor replaced by an alias of it that is an autograd
     leaf (and requires grad if the tensor did)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().requires_grad_(value.requires_grad)
+    return _map_tensors(value, lambda tensor: tensor.detach().requires_grad_(tensor.requires_grad))
+
+
+def _map_leaves(value: Any, convert: Callable[[Any], Any]) -> Any:
+    """``value`` rebuilt with ``convert`` applied to everything in it that is not a
+    named tuple, list, tuple or dict (of a dict, to the values)."""
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(as_leaves(item) for item in value))
+        return type(value)(*(_map_leaves(item, convert) for item in value))
     if isinstance(value, list | tuple):
-        return type(value)(as_leaves(item) for item in value)
+        return type(value)(_map_leaves(item, convert) for item in value)
     if isinstance(value, dict):
-        return {key: as_leaves(item) for key, item in value.items()}
-    return value
+        return {key: _map_leaves(item, convert) for key, item in value.items()}
+    return convert(value)
+
+
+def _map_tensors(value: Any, convert: Callable[[torch.Tensor], Any]) -> Any:
+    return _map_leaves(
+        value, lambda leaf: convert(leaf) if isinstance(leaf, torch.Tensor) else leaf
+    )
 
 
 def _transfer(value: Any, target: torch.device, source_type: str) -> Any:
-    if isinstance(value, torch.Tensor):
-        return _copy_tensor(value, target)
-    if (isinstance(value, torch.device) and value.type == source_type) or (
-        isinstance(value, str) and value.split(":")[0] == source_type
-    ):
-        return target if isinstance(value, torch.device) else str(target)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_transfer(item, target, source_type) for item in value))
-    if isinstance(value, list | tuple):
-        return type(value)(_transfer(item, target, source_type) for item in value)
-    if isinstance(value, dict):
-        return {key: _transfer(item, target, source_type) for key, item in value.items()}
-    return value
+    def transfer_leaf(leaf: Any) -> Any:
+        if isinstance(leaf, torch.Tensor):
+            return _copy_tensor(leaf, target)
+        if (isinstance(leaf, torch.device) and leaf.type == source_type) or (
+            isinstance(leaf, str) and leaf.split(":")[0] == source_type
+        ):
+            return target if isinstance(leaf, torch.device) else str(target)
+        return leaf
+
+    return _map_leaves(value, transfer_leaf)
 
 
 def _copy_tensor(tensor: torch.Tensor, target: torch.device) -> torch.Tensor:
