@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
@@ -37,14 +37,7 @@ class Report:
     backends: list[EntryPointReport] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "torch_version": self.torch_version,
-            "torchplug_version": self.torchplug_version,
-            "settings": self.settings,
-            "privateuse1_owner": self.privateuse1_owner,
-            "current_accelerator": self.current_accelerator,
-            "backends": [vars(backend) for backend in self.backends],
-        }
+        return asdict(self)
 
 
 def collect() -> Report:
