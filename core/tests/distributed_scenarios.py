@@ -257,7 +257,11 @@ def _model() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
 
 
-def _batches(steps: int, batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+# (inputs, targets) of each training step.
+Batches = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def _batches(steps: int, batch: int) -> Batches:
     generator = torch.Generator().manual_seed(1)
     return [
         (torch.randn(batch, 6, generator=generator), torch.randn(batch, 2, generator=generator))
@@ -274,14 +278,29 @@ def _train(model: torch.nn.Module, batches: list, device: str) -> None:
         optimizer.step()
 
 
+def _join_data_parallel(
+    device: str, rank: int, world: int, steps: int
+) -> tuple[str, Batches, Batches]:
+    """Joins the group on this rank's device; returns that device, the combined
+    batches (what the one-process reference trains on) and this rank's shards of them."""
+    init(device, rank, world, default_or_named(device))
+    getattr(torch, device).set_device(rank)
+    batches = _batches(steps=steps, batch=4 * world)
+    shards = [(x.chunk(world)[rank], y.chunk(world)[rank]) for x, y in batches]
+    return f"{device}:{rank}", batches, shards
+
+
+def _trained_on_cpu(batches: Batches) -> torch.nn.Module:
+    """The one-process reference: the same model trained on the combined batches."""
+    reference = _model()
+    _train(reference, batches, "cpu")
+    return reference
+
+
 @scenario
 def ddp(device: str, rank: int, world: int) -> None:
     """DDP on `world` ranks equals one process training on the combined batch."""
-    init(device, rank, world, default_or_named(device))
-    getattr(torch, device).set_device(rank)
-    local_device = f"{device}:{rank}"
-    batches = _batches(steps=5, batch=4 * world)
-    shards = [(x.chunk(world)[rank], y.chunk(world)[rank]) for x, y in batches]
+    local_device, batches, shards = _join_data_parallel(device, rank, world, steps=5)
     model = torch.nn.parallel.DistributedDataParallel(_model().to(local_device))
     _train(model, shards, local_device)
     # DDP times its iterations with the device's timer (events on the current stream).
@@ -289,8 +308,7 @@ def ddp(device: str, rank: int, world: int) -> None:
     for stage in ("forward_compute", "backward_compute", "backward_comm"):
         assert timing.get(f"avg_{stage}_time", 0) > 0, f"no {stage} time in {timing}"
 
-    reference = _model()
-    _train(reference, batches, "cpu")
+    reference = _trained_on_cpu(batches)
     for (name, trained), expected in zip(
         model.module.named_parameters(), reference.parameters(), strict=True
     ):
@@ -303,11 +321,7 @@ def fsdp2(device: str, rank: int, world: int) -> None:
     """FSDP2 (fully_shard) training equals one process training on the combined batch."""
     from torch.distributed.fsdp import fully_shard
 
-    init(device, rank, world, default_or_named(device))
-    getattr(torch, device).set_device(rank)
-    local_device = f"{device}:{rank}"
-    batches = _batches(steps=3, batch=4 * world)
-    shards = [(x.chunk(world)[rank], y.chunk(world)[rank]) for x, y in batches]
+    local_device, batches, shards = _join_data_parallel(device, rank, world, steps=3)
     model = _model().to(local_device)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
@@ -315,8 +329,7 @@ def fsdp2(device: str, rank: int, world: int) -> None:
     fully_shard(model)
     _train(model, shards, local_device)
 
-    reference = _model()
-    _train(reference, batches, "cpu")
+    reference = _trained_on_cpu(batches)
     for (name, trained), expected in zip(
         model.named_parameters(), reference.parameters(), strict=True
     ):
