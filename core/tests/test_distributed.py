@@ -21,12 +21,10 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Rank]:
     return run_ranks(SCENARIOS, "foo", tmp_path_factory.mktemp("dist-foo"), local_rank=True)
 
 
-def test_collectives_equal_cpu_results(ranks: list[Rank]) -> None:
-    assert_ok(ranks, "collectives")
-
-
-def test_collectives_wait_for_the_current_stream(ranks: list[Rank]) -> None:
-    assert_ok(ranks, "stream_order")
+# What each checks is its docstring in distributed_scenarios.py.
+@pytest.mark.parametrize("scenario", ["collectives", "stream_order", "ddp", "fsdp2"])
+def test_scenario_passes_on_every_rank(ranks: list[Rank], scenario: str) -> None:
+    assert_ok(ranks, scenario)
 
 
 def test_default_backend_serves_the_accelerator_only(ranks: list[Rank]) -> None:
@@ -39,14 +37,6 @@ def test_default_backend_serves_the_accelerator_only(ranks: list[Rank]) -> None:
 
 def test_local_rank_selects_the_device(ranks: list[Rank]) -> None:
     assert_local_rank_binding(ranks, "foo")
-
-
-def test_ddp_equals_single_process_training(ranks: list[Rank]) -> None:
-    assert_ok(ranks, "ddp")
-
-
-def test_fsdp2_equals_single_process_training(ranks: list[Rank]) -> None:
-    assert_ok(ranks, "fsdp2")
 
 
 def test_registration_is_cheap_and_lazy() -> None:

@@ -22,18 +22,14 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Rank]:
     return run_ranks(SCENARIOS, "hpu", tmp_path_factory.mktemp("dist-hpu"), local_rank=True)
 
 
-def test_collectives_equal_cpu_results(ranks: list[Rank]) -> None:
-    assert_ok(ranks, "collectives")
-
-
-def test_collectives_wait_for_the_current_stream(ranks: list[Rank]) -> None:
-    assert_ok(ranks, "stream_order")
+# What each checks is its docstring in distributed_scenarios.py.
+@pytest.mark.parametrize(
+    "scenario",
+    ["collectives", "stream_order", pytest.param("ddp", marks=CUDA_BUILD_HPU_AUTOGRAD)],
+)
+def test_scenario_passes_on_every_rank(ranks: list[Rank], scenario: str) -> None:
+    assert_ok(ranks, scenario)
 
 
 def test_local_rank_selects_the_device(ranks: list[Rank]) -> None:
     assert_local_rank_binding(ranks, "hpu")
-
-
-@CUDA_BUILD_HPU_AUTOGRAD
-def test_ddp(ranks: list[Rank]) -> None:
-    assert_ok(ranks, "ddp")
