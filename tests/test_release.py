@@ -85,6 +85,15 @@ def assert_npu_operator_runs(python: Path, cwd: Path) -> None:
     assert out.strip() == "[0.0, 0.0]"
 
 
+def check_report(bin_dir: Path, device: str, selection: str, cwd: Path) -> dict:
+    """The JSON report of `torchplug check` on the conformance tests ``selection`` picks."""
+    torchplug = bin_dir / "torchplug"
+    out = run(
+        torchplug, "check", device, "--json", "--", "-k", selection, cwd=cwd, env=outside_env()
+    )
+    return json.loads(out)
+
+
 # -- fast checks ------------------------------------------------------------
 
 
@@ -298,19 +307,7 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
     out = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=project)
     assert " passed" in out
     assert "failed" not in out
-    report = json.loads(
-        run(
-            bin_dir / "torchplug",
-            "check",
-            "bar",
-            "--json",
-            "--",
-            "-k",
-            "device_type or creation or compile",
-            cwd=tmp_path,
-            env=outside_env(),
-        )
-    )
+    report = check_report(bin_dir, "bar", "device_type or creation or compile", tmp_path)
     assert report["expectations"] == "torch_bar/conformance.toml"
     assert report["groups"]["device_type"]["passed"] == 4
     assert report["groups"]["creation"]["passed"] > 0
@@ -344,17 +341,5 @@ def test_wheels_on_another_cpython(release_dist: Path, tmp_path: Path, version: 
     )  # fmt: skip
     assert out.strip() == f"({version.replace('.', ', ')}) 2.0"
     assert_npu_operator_runs(python, tmp_path)
-    report = json.loads(
-        run(
-            python.parent / "torchplug",
-            "check",
-            "foo",
-            "--json",
-            "--",
-            "-k",
-            "device_type",
-            cwd=tmp_path,
-            env=outside_env(),
-        )
-    )
+    report = check_report(python.parent, "foo", "device_type", tmp_path)
     assert report["groups"]["device_type"]["passed"] == 4
