@@ -9,9 +9,11 @@ changes results; the stream sanitizer reports it from the program order alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -38,6 +40,17 @@ def _slow_input(device: str) -> torch.Tensor:
     return torch.ones(N, device=device) * 3
 
 
+@contextmanager
+def _on_slow_side_stream(m: ModuleType) -> Iterator[Any]:
+    """Runs the block on a new side stream, after the current stream's work so
+    far and behind a slow kernel, so that what the block queues finishes late."""
+    side = m.Stream()
+    side.wait_stream(m.current_stream())
+    with m.stream(side):
+        m._sleep(SLOW_MS)
+        yield side
+
+
 # 1. A side stream reads what the default stream produces, without waiting.
 def missing_wait_stream(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
@@ -55,11 +68,8 @@ def missing_wait_stream(device: str, fixed: bool = False) -> torch.Tensor:
 # the allocator hands its memory to the next allocation on the default stream.
 def missing_record_stream(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
-    side = m.Stream()
     x = torch.randn(N, device=device)
-    side.wait_stream(m.current_stream())
-    with m.stream(side):
-        m._sleep(SLOW_MS)
+    with _on_slow_side_stream(m) as side:
         y = x * 2
     if fixed:
         x.record_stream(side)
@@ -85,11 +95,8 @@ def nonblocking_copy_read_early(device: str, fixed: bool = False) -> float:
 def event_on_wrong_stream(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
     x = torch.ones(N, device=device)
-    side = m.Stream()
-    side.wait_stream(m.current_stream())
     done = m.Event()
-    with m.stream(side):
-        m._sleep(SLOW_MS)
+    with _on_slow_side_stream(m) as side:
         y = x * 2
         if fixed:
             done.record(side)
@@ -103,10 +110,7 @@ def event_on_wrong_stream(device: str, fixed: bool = False) -> torch.Tensor:
 def inplace_update_races_side_read(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
     weights = torch.ones(N, device=device)
-    side = m.Stream()
-    side.wait_stream(m.current_stream())
-    with m.stream(side):
-        m._sleep(SLOW_MS)
+    with _on_slow_side_stream(m) as side:
         snapshot = weights * 1
     if fixed:
         m.current_stream().wait_stream(side)
@@ -154,10 +158,7 @@ def event_recorded_before_work(device: str, fixed: bool = False) -> torch.Tensor
 def side_output_used_without_wait(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
     x = torch.ones(N, device=device)
-    side = m.Stream()
-    side.wait_stream(m.current_stream())
-    with m.stream(side):
-        m._sleep(SLOW_MS)
+    with _on_slow_side_stream(m) as side:
         y = torch.relu(x - 0.5)
     if fixed:
         m.current_stream().wait_stream(side)
@@ -173,10 +174,7 @@ def optimizer_step_races_forward(device: str, fixed: bool = False) -> torch.Tens
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     inputs = torch.randn(8, 64, device=device)
     model(inputs).square().mean().backward()
-    side = m.Stream()
-    side.wait_stream(m.current_stream())
-    with m.stream(side):
-        m._sleep(SLOW_MS)
+    with _on_slow_side_stream(m) as side:
         optimizer.step()
     if fixed:
         m.current_stream().wait_stream(side)
@@ -188,10 +186,7 @@ def optimizer_step_races_forward(device: str, fixed: bool = False) -> torch.Tens
 def context_exit_then_nonblocking_cpu(device: str, fixed: bool = False) -> float:
     m = _module(device)
     x = torch.ones(N, device=device)
-    side = m.Stream()
-    side.wait_stream(m.current_stream())
-    with m.stream(side):
-        m._sleep(SLOW_MS)
+    with _on_slow_side_stream(m) as side:
         y = x * 5
     if fixed:
         m.current_stream().wait_stream(side)
@@ -218,10 +213,7 @@ def staging_buffer_refilled_early(device: str, fixed: bool = False) -> torch.Ten
 def two_streams_write_one_buffer(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
     out = torch.empty(N, device=device)
-    side = m.Stream()
-    side.wait_stream(m.current_stream())
-    with m.stream(side):
-        m._sleep(SLOW_MS)
+    with _on_slow_side_stream(m) as side:
         out.fill_(1)
     if fixed:
         m.current_stream().wait_stream(side)
