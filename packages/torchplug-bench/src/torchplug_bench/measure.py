@@ -84,6 +84,7 @@ def _measurements(
 
 def measure(device: str | None, only: list[str], rounds: int, pin: bool) -> dict[str, Any]:
     """Every row of the benchmarks in ``only``, measured in this process."""
+    load_at_start = os.getloadavg()[0]
     # Before torch starts any thread, so that every thread inherits the core.
     core = pin_to_one_core() if pin else None
     import torch
@@ -112,6 +113,8 @@ def measure(device: str | None, only: list[str], rounds: int, pin: bool) -> dict
             for row in planned_rows([benchmark])
             if row not in measured
         ]
+    # Other work on the machine moves the figures: the reader sees how much there was.
+    conditions["load_average"] = [round(load_at_start, 1), round(os.getloadavg()[0], 1)]
     return {
         **conditions,
         "figures": {figure.row.name: figure.as_json() for figure in figures},

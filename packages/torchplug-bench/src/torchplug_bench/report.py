@@ -109,7 +109,13 @@ class Report:
             f"pinned to core {self.conditions[p].get('pinned_core')}" if p == "pinned" else p
             for p in self.pinnings
         ]
-        return f"{', '.join(facts)}; {' and '.join(where)}; medians of {self.rounds} rounds"
+        loads = [
+            "{} to {} {}".format(*self.conditions[p]["load_average"], p)
+            for p in self.pinnings
+            if self.conditions[p].get("load_average")
+        ]
+        load = f"; 1-minute load average {', '.join(loads)}" if loads else ""
+        return f"{', '.join(facts)}; {' and '.join(where)}; medians of {self.rounds} rounds{load}"
 
     def _activation_line(self) -> str | None:
         parts = [
