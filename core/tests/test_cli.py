@@ -5,14 +5,15 @@ import subprocess
 import sys
 
 
-def torchplug(*args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "torchplug.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+def python(*args: str) -> subprocess.CompletedProcess[str]:
+    """This interpreter run with ``args`` in a child process, its output captured."""
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, check=False
     )
+
+
+def torchplug(*args: str) -> str:
+    result = python("-m", "torchplug.cli", *args)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -50,24 +51,12 @@ def test_check_without_the_suite_says_what_to_install() -> None:
         "import sys; sys.modules['torchplug_testing'] = None; "
         "from torchplug.cli import main; raise SystemExit(main(['check', 'foo']))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", hide_suite],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = python("-c", hide_suite)
     assert result.returncode != 0
     assert "pip install torchplug-testing" in result.stderr
 
 
 def test_pytest_arguments_are_only_for_check() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "torchplug.cli", "doctor", "--", "-k", "x"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = python("-m", "torchplug.cli", "doctor", "--", "-k", "x")
     assert result.returncode == 2
     assert "only for `torchplug check`" in result.stderr
