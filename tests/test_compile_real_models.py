@@ -218,13 +218,19 @@ def graph_break_cases() -> list[Any]:
     ]
 
 
-def _assert_on_device(outcome: dict[str, Any], device: str) -> None:
+def _assert_matches_compiled_cpu(
+    outcome: dict[str, Any], device: str, tolerance: float, what: str, values: str = ""
+) -> None:
     # A graph Dynamo never made, or outputs on the CPU, would pass the
     # comparison without compiling anything for the device.
     assert outcome["output_device"] == f"{device}:0", (
         f"the outputs are on {outcome['output_device']}"
     )
     assert outcome["device"]["graphs"] >= 1, "Dynamo compiled no graph"
+    difference = outcome["difference"]
+    assert difference <= tolerance, (
+        f"{what} from the compiled CPU's by {difference:g} (tolerance {tolerance:g}){values}"
+    )
 
 
 @pytest.mark.parametrize(("model", "device"), cases("eval"))
@@ -232,10 +238,8 @@ def test_compiled_eval_matches_compiled_cpu(
     compiled: CompileResults, model: str, device: str
 ) -> None:
     outcome = compiled.outcome(model, device, "eval")
-    _assert_on_device(outcome, device)
-    assert outcome["difference"] <= OUTPUT_TOLERANCE, (
-        f"the compiled eval output differs from the compiled CPU's by {outcome['difference']:g}"
-        f" (tolerance {OUTPUT_TOLERANCE:g})"
+    _assert_matches_compiled_cpu(
+        outcome, device, OUTPUT_TOLERANCE, "the compiled eval output differs"
     )
 
 
@@ -244,11 +248,12 @@ def test_compiled_training_matches_compiled_cpu(
     compiled: CompileResults, model: str, device: str
 ) -> None:
     outcome = compiled.outcome(model, device, "train")
-    _assert_on_device(outcome, device)
-    assert outcome["difference"] <= LOSS_TOLERANCE, (
-        f"the compiled training losses differ from the compiled CPU's by "
-        f"{outcome['difference']:g} (tolerance {LOSS_TOLERANCE:g}):\n"
-        f"  cpu:    {outcome['cpu']['value']}\n  device: {outcome['device']['value']}"
+    _assert_matches_compiled_cpu(
+        outcome,
+        device,
+        LOSS_TOLERANCE,
+        "the compiled training losses differ",
+        f":\n  cpu:    {outcome['cpu']['value']}\n  device: {outcome['device']['value']}",
     )
 
 
