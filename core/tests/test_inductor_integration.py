@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchplug.inductor import registration, replacements
+from torchplug.inductor import registration, replacements, verification
 from torchplug.inductor.symbols import TorchInternal
 
 INTERNALS = (*replacements.REPLACED, *replacements.RELIED_ON)
@@ -86,7 +86,7 @@ def test_replacements_are_installed_after_a_compile(device: str) -> None:
     x = torch.randn(4, 4)
     compiled = torch.compile(lambda x: (x * 2).sin())
     torch.testing.assert_close(compiled(x.to(device)).cpu(), (x * 2).sin())
-    assert replacements.problems() == ()
+    assert verification.problems() == ()
     for internal in replacements.REPLACED:
         installed = internal.resolve()
         assert installed.__code__.co_filename == replacements.__file__, internal.symbol

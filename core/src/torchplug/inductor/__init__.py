@@ -5,8 +5,9 @@
   wrapper that launches each generated kernel as a device kernel, device op
   overrides, a cache key covering this whole package).
 - :mod:`torchplug.inductor.replacements`: every torch function replaced where
-  no extension point reaches, each checked against the installed torch before
-  it is installed.
+  no extension point reaches; :mod:`torchplug.inductor.verification` checks
+  each against the installed torch before installing any, and falls back with
+  one warning when one differs.
 
 Activation only records the device name and watches for Dynamo and Inductor
 being imported (:mod:`torchplug.inductor.hooks`), so ``import torch`` pays
@@ -38,20 +39,20 @@ def enabled_devices() -> tuple[str, ...]:
 
 
 def _register_interface(device_type: str, dynamo: types.ModuleType) -> None:
-    from torchplug.inductor import registration, replacements
+    from torchplug.inductor import registration, verification
 
     try:
         registration.register_interface(device_type)
     except (ImportError, AttributeError, TypeError) as error:
-        replacements.fall_back(f"Dynamo's device interface registration failed ({error})")
+        verification.fall_back(f"Dynamo's device interface registration failed ({error})")
 
 
 def _register_codegen(device_type: str, compile_fx: types.ModuleType) -> None:
-    from torchplug.inductor import registration, replacements
+    from torchplug.inductor import registration, verification
 
-    if not replacements.activate(enabled_devices):
+    if not verification.activate(enabled_devices):
         return
     try:
         registration.register_codegen(device_type, enabled_devices)
     except (ImportError, AttributeError, TypeError) as error:
-        replacements.fall_back(f"Inductor's backend registration failed ({error})")
+        verification.fall_back(f"Inductor's backend registration failed ({error})")

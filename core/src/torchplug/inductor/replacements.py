@@ -9,7 +9,8 @@ what the registration calls or overrides with a fixed signature.
 When the user's first compile imports ``torch._inductor.compile_fx``, each of
 them is fingerprinted in the installed torch (:mod:`torchplug.inductor.symbols`)
 and compared with the fingerprints recorded for the releases it was verified
-against. A missing or changed symbol gives one :class:`InductorIntegrationWarning`
+against (:mod:`torchplug.inductor.verification`). A missing or changed symbol
+gives one :class:`~torchplug.inductor.errors.InductorIntegrationWarning`
 and a fallback instead of code generation: graphs on torchplug devices run
 with the devices' eager kernels through AOTAutograd (what
 ``backend="aot_eager"`` does), which give the CPU's numbers. The fingerprints
@@ -23,26 +24,30 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from torchplug.inductor.errors import (
-    DeviceCompileError,
-    InductorIntegrationWarning,
-    explain,
-    graph_device_types,
-)
+from torchplug.inductor.errors import DeviceCompileError, explain, graph_device_types
 from torchplug.inductor.symbols import Check, Devices, Replace, TorchInternal
 
-logger = logging.getLogger(__name__)
-
-
 # --- the replacements -------------------------------------------------------
+
+
+@dataclass
+class IntegrationState:
+    """What the verification found, read by the entry point's replacement."""
+
+    activated: bool = False
+    routes_to_eager_kernels: bool = False
+    generates_code: bool = True
+    explains_failures: bool = False
+    problems: list[str] = field(default_factory=list)
+
+
+state = IntegrationState()
 
 
 def _route_compile(original: Callable[..., Any], devices: Devices) -> Callable[..., Any]:
@@ -55,9 +60,9 @@ def _route_compile(original: Callable[..., Any], devices: Devices) -> Callable[.
         ours = graph_device_types(model_, example_inputs_) & set(devices())
         if not ours:
             return original(model_, example_inputs_, *args, **kwargs)
-        if not _state.generates_code:
+        if not state.generates_code:
             return torch._dynamo.lookup_backend("aot_eager")(model_, example_inputs_)
-        if not _state.explains_failures:
+        if not state.explains_failures:
             return original(model_, example_inputs_, *args, **kwargs)
         bound = signature.bind(model_, example_inputs_, *args, **kwargs)
         inner_compile = bound.arguments.get(
@@ -319,93 +324,3 @@ RELIED_ON: tuple[TorchInternal, ...] = (
         "(self, inner_exception, first_useful_frame)",
     ),
 )
-
-
-# --- activation -------------------------------------------------------------
-
-
-@dataclass
-class _State:
-    activated: bool = False
-    routes_to_eager_kernels: bool = False
-    generates_code: bool = True
-    explains_failures: bool = False
-    problems: list[str] = field(default_factory=list)
-
-
-_state = _State()
-
-
-def activate(devices: Devices) -> bool:
-    """Verify every internal against the installed torch and install the
-    replacements, once. True when Inductor may generate code for torchplug
-    devices; False when their graphs go to the eager kernels instead."""
-    if not _state.activated:
-        _state.activated = True
-        _verify_and_install(devices)
-    return _state.generates_code
-
-
-def fall_back(problem: str) -> None:
-    """Give up code generation for torchplug devices, saying why (once)."""
-    _state.generates_code = False
-    _report([problem])
-
-
-def problems() -> tuple[str, ...]:
-    """What did not match the installed torch at activation (empty when all did)."""
-    return tuple(_state.problems)
-
-
-def _verify_and_install(devices: Devices) -> None:
-    entry_problem = ENTRY.problem()
-    codegen_problems = [
-        problem
-        for internal in (*REPLACED[1:], *RELIED_ON)
-        if (problem := internal.problem()) is not None
-    ]
-    try:
-        compile_fx = ENTRY.resolve()
-    except (ImportError, AttributeError):
-        compile_fx = None
-    if callable(compile_fx):
-        # Installed even when its signature changed: routing only needs the
-        # graph and its inputs first, which every compile_fx has taken.
-        ENTRY.install(devices)
-        _state.routes_to_eager_kernels = True
-        _state.explains_failures = entry_problem is None
-    if codegen_problems:
-        _state.generates_code = False
-    else:
-        for internal in REPLACED[1:]:
-            internal.install(devices)
-            logger.debug("replaced %s", internal.symbol)
-    _report([problem for problem in (entry_problem, *codegen_problems) if problem])
-
-
-def _report(found: list[str]) -> None:
-    if not found:
-        return
-    first = not _state.problems
-    _state.problems.extend(found)
-    if _state.generates_code:
-        consequence = "Compile failures on torchplug devices are not explained."
-    elif _state.routes_to_eager_kernels:
-        consequence = (
-            "Graphs on torchplug devices run with the devices' eager kernels, as with "
-            "torch.compile(..., backend='aot_eager'): no Inductor code generation, the CPU's "
-            "numbers."
-        )
-    else:
-        consequence = (
-            "Inductor cannot compile for torchplug devices: compile with "
-            "torch.compile(..., backend='aot_eager')."
-        )
-    message = (
-        f"torchplug's Inductor integration does not match torch {torch.__version__}: "
-        f"{'; '.join(found)}. {consequence} Install a torchplug release verified for this torch."
-    )
-    if first:
-        warnings.warn(message, InductorIntegrationWarning, stacklevel=2)
-    else:
-        logger.warning("%s", message)
