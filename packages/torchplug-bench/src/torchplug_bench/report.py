@@ -10,6 +10,7 @@ left out.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ from torchplug_bench.figures import Figure
 from torchplug_bench.targets import Row
 
 PINNINGS = ("pinned", "unpinned")
+# An exception's line in a message or a traceback: "RuntimeError: ...", "torch._dynamo.exc.X: ...".
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failed): ")
 
 
 @dataclass
@@ -127,6 +130,17 @@ class Report:
             "each backend's activation inside import torch, " + "; ".join(parts) if parts else None
         )
 
+    def _failures(self) -> list[tuple[str, str]]:
+        """(the row and the pinnings it failed in, the error's summary): one entry
+        where both pinnings failed alike."""
+        by_row_and_error: dict[tuple[str, str], list[str]] = {}
+        for row, pinning, error in self.failed:
+            by_row_and_error.setdefault((row.name, _summary(error)), []).append(pinning)
+        return [
+            (f"{name}, {' and '.join(pinnings)}", error)
+            for (name, error), pinnings in by_row_and_error.items()
+        ]
+
     def as_text(self) -> str:
         lines = self._table({"missed": "NO", "failed": "FAILED"})
         widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
@@ -137,9 +151,7 @@ class Report:
             text += ["", activation]
         if self.failed:
             text += ["", "failed:"]
-            text += [
-                f"  {row.name}, {pinning}: {_first_line(e)}" for row, pinning, e in self.failed
-            ]
+            text += [f"  {where}: {error}" for where, error in self._failures()]
         return "\n".join(line.rstrip() for line in text)
 
     def as_markdown(self, command: str) -> str:
@@ -154,9 +166,7 @@ class Report:
             text += ["", activation[0].upper() + activation[1:] + "."]
         if self.failed:
             text += ["", "Failed:", ""]
-            text += [
-                f"- {row.name}, {pinning}: `{_first_line(e)}`" for row, pinning, e in self.failed
-            ]
+            text += [f"- {where}: `{error}`" for where, error in self._failures()]
         return "\n".join(text)
 
 
@@ -179,6 +189,10 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if value >= 1000 else f"{value:.3g}"
 
 
-def _first_line(error: str, limit: int = 200) -> str:
-    line = error.strip().partition("\n")[0]
+def _summary(error: str, limit: int = 200) -> str:
+    """The line that names the error: the innermost ``SomeError: ...`` line of a
+    message that quotes others (a child's stderr, a compiler's failure), else its first."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    raised = [line for line in lines if _RAISED.match(line)]
+    line = raised[-1] if raised else (lines[0] if lines else error)
     return line if len(line) <= limit else line[: limit - 3] + "..."
