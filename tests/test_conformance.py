@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from torchplug_testing import opinfo
+from torchplug_testing import moduleinfo, opinfo
 
 pytestmark = pytest.mark.slow
 
@@ -20,6 +20,8 @@ MIN_OPINFO_BACKWARD_PASS_RATE = 0.99
 # hpu's backward fails as a whole on CUDA builds of torch (see its conformance.toml).
 BACKWARD_UNAVAILABLE = {"hpu"}
 NO_CRASH_DTYPES = ("float32", "complex64")
+# The ModuleInfo sweep: every module in every dtype it declares matches the CPU.
+MIN_MODULE_PASS_RATE = 1.0
 
 
 def installed(distribution: str) -> bool:
@@ -96,6 +98,16 @@ def test_backend_conforms(device: str, check_runs) -> None:
         for dtype, figures in report["opinfo"]["backward"]["dtypes"].items():
             assert figures["pass_rate"] >= MIN_OPINFO_BACKWARD_PASS_RATE, (dtype, figures)
     assert f"# Conformance of `{device}`" in run.markdown
+    module_modes = ("forward",) if device in BACKWARD_UNAVAILABLE else moduleinfo.MODES
+    for mode in module_modes:
+        for dtype, figures in report["modules"][mode]["dtypes"].items():
+            swept = moduleinfo.modules(mode, getattr(torch, dtype))
+            assert figures["operators"] == len(swept), (mode, dtype, figures)
+            assert figures["pass_rate"] >= MIN_MODULE_PASS_RATE, (mode, dtype, figures)
+    module_crashes = [
+        crash for crash in report["crashes"] if crash["test"].startswith("moduleinfo")
+    ]
+    assert module_crashes == [], json.dumps(module_crashes, indent=1)
 
 
 def test_no_operator_crashes_foo_in_float32_and_complex64(check_runs) -> None:

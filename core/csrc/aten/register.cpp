@@ -84,6 +84,7 @@ void register_factory_kernels(torch::Library& library);
 void register_copy_kernels(torch::Library& library);
 void register_native_kernels(torch::Library& library);
 void register_host_kernels(torch::Library& library);
+void register_recurrent_kernels(torch::Library& library);
 void register_math_bit_copies();
 
 void register_kernels(const BackendIdentity& backend) {
@@ -97,6 +98,7 @@ void register_kernels(const BackendIdentity& backend) {
     register_copy_kernels(*kernels);
     register_native_kernels(*kernels);
     register_host_kernels(*kernels);
+    register_recurrent_kernels(*kernels);
     auto coo = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", coo_key, __FILE__, __LINE__);
     auto compressed =
         std::make_unique<torch::Library>(torch::Library::IMPL, "aten", compressed_key, __FILE__, __LINE__);

@@ -125,3 +125,46 @@ def test_a_worker_that_cannot_start_fails_the_sweep_tests(run_suite, child_plugi
     # Not reported as operator crashes: no operator ran.
     assert run.report["crashes"] == []
     assert "this environment cannot start the worker" in run.result.stdout
+
+
+SEGFAULTING_HARDSHRINK = textwrap.dedent(
+    """
+    import ctypes
+
+    import torch
+
+    _library = torch.library.Library("aten", "IMPL")
+    _library.impl("hardshrink", lambda *args, **kwargs: ctypes.string_at(0), "PrivateUse1")
+    """
+)
+
+
+def test_a_module_that_crashes_fails_its_own_test(run_suite, child_plugin) -> None:
+    """The ModuleInfo sweep shares the guard's worker: a crash is one module's failure."""
+    environment = child_plugin("crashing_module", SEGFAULTING_HARDSHRINK)
+    run = run_suite(
+        "--device",
+        "foo",
+        "-p",
+        "crashing_module",
+        "-n",
+        "0",
+        *(
+            f"{SUITE_DIR / 'moduleinfo_forward.py'}::test_forward[nn.{name}-float32]"
+            for name in ("Hardshrink", "Tanh")
+        ),
+        env=environment,
+    )
+    assert run.result.returncode == 1, run.result.stdout[-3000:]
+    crashed = "moduleinfo_forward::test_forward[nn.Hardshrink-float32]"
+    assert {crash["test"]: crash["crash"] for crash in run.report["crashes"]} == {
+        crashed: "killed by SIGSEGV"
+    }
+    failed = {entry["test"]: entry["message"] for entry in run.report["unexpected_failures"]}
+    assert set(failed) == {crashed}
+    assert (
+        "nn.Hardshrink forward in float32 on foo crashed the process running it" in failed[crashed]
+    )
+    assert run.outcome_of("moduleinfo_forward::test_forward[nn.Tanh-float32]") == "passed"
+    figures = run.report["modules"]["forward"]["dtypes"]["float32"]
+    assert (figures["operators"], figures["crashes"]) == (2, 1)

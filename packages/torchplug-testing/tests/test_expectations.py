@@ -50,6 +50,16 @@ def test_full_only_entries_apply_to_full_runs_only() -> None:
     assert parsed.applicable(full=False) == []
 
 
+def test_full_only_applies_to_test_entries_too() -> None:
+    parsed = expectations.parse(
+        '[[expected_failure]]\ntest = "moduleinfo_forward::*"\nfull_only = true\nreason = "r"\n',
+        "inline",
+    )
+    test_id = "moduleinfo_forward::test_forward[nn.Linear-float16]"
+    assert parsed.find(test_id, full=True).reason == "r"
+    assert parsed.find(test_id, full=False) is None
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

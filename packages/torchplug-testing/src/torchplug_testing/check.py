@@ -107,7 +107,7 @@ def text_summary(report: Mapping[str, Any]) -> str:
     ]
     out += opinfo_lines(report)
     if report["crashes"]:
-        out.append(f"operators that crashed the process ({len(report['crashes'])}):")
+        out.append(f"operators and modules that crashed the process ({len(report['crashes'])}):")
         out += [f"  {crash['test']}: {crash['crash']}" for crash in report["crashes"]]
     if report["unexpected_failures"]:
         out.append(f"unexpected failures ({len(report['unexpected_failures'])}):")
@@ -129,25 +129,27 @@ def text_summary(report: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def describe_samples(figures: Mapping[str, Any]) -> str:
+def describe_samples(figures: Mapping[str, Any], sweep: str = "opinfo") -> str:
     if not figures["samples"]:
         return "no samples"
     return (
         f"{figures['samples_passed']}/{figures['samples']} samples pass "
-        f"({100 * figures['pass_rate']:.1f}%), {figures['operators']} operators, "
+        f"({100 * figures['pass_rate']:.1f}%), {figures['operators']} "
+        f"{'modules' if sweep == 'modules' else 'operators'}, "
         f"{figures['crashes']} crashed"
     )
 
 
 def opinfo_lines(report: Mapping[str, Any]) -> list[str]:
-    """The OpInfo figures of each mode, in total and per dtype."""
+    """The OpInfo and ModuleInfo figures of each mode, in total and per dtype."""
     lines = []
-    for mode, figures in report["opinfo"].items():
-        lines.append(f"OpInfo {mode}: {describe_samples(figures)}")
-        lines += [
-            f"  {dtype}: {describe_samples(by_dtype)}"
-            for dtype, by_dtype in figures["dtypes"].items()
-        ]
+    for sweep, title in (("opinfo", "OpInfo"), ("modules", "ModuleInfo")):
+        for mode, figures in report.get(sweep, {}).items():
+            lines.append(f"{title} {mode}: {describe_samples(figures, sweep)}")
+            lines += [
+                f"  {dtype}: {describe_samples(by_dtype, sweep)}"
+                for dtype, by_dtype in figures["dtypes"].items()
+            ]
     return lines
 
 
@@ -165,14 +167,15 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     for group, counts in report["groups"].items():
         out.append(f"| {group} | " + " | ".join(str(counts[key]) for key, _ in COLUMNS) + " |")
     out.append("")
-    for mode, figures in report["opinfo"].items():
-        out.append(f"- OpInfo {mode}: {describe_samples(figures)}")
-        out += [
-            f"  - {dtype}: {describe_samples(by_dtype)}"
-            for dtype, by_dtype in figures["dtypes"].items()
-        ]
+    for sweep, title in (("opinfo", "OpInfo"), ("modules", "ModuleInfo")):
+        for mode, figures in report.get(sweep, {}).items():
+            out.append(f"- {title} {mode}: {describe_samples(figures, sweep)}")
+            out += [
+                f"  - {dtype}: {describe_samples(by_dtype, sweep)}"
+                for dtype, by_dtype in figures["dtypes"].items()
+            ]
     sections = (
-        ("Operators that crashed the process", report["crashes"], "crash"),
+        ("Operators and modules that crashed the process", report["crashes"], "crash"),
         ("Unexpected failures", report["unexpected_failures"], "message"),
         ("Newly passing (remove from the expectation file)", report["newly_passing"], "reason"),
     )

@@ -14,6 +14,11 @@ suite test (or an OpInfo operator) and says why it fails::
     full_only = true            # optional: fails only on samples that only --full takes
     reason = "eigh backward is computed on the host with a different algorithm"
 
+    [[expected_failure]]
+    test = "moduleinfo_forward::test_forward[nn.Foo-float16]"   # a module of the ModuleInfo sweep
+    full_only = true            # optional with test too
+    reason = "..."
+
 A matching test runs as a non-strict expected failure: it may fail without
 failing the run, and if it passes it is reported as *newly passing* so the
 entry can be removed.
@@ -95,21 +100,19 @@ def parse(text: str, source: str) -> Expectations:
             )
         if ("test" in raw) == ("op" in raw):
             raise ExpectationFileError(f"{where} needs exactly one of 'test' or 'op'.")
+        full_only = raw.get("full_only", False)
+        if not isinstance(full_only, bool):
+            raise ExpectationFileError(f"{where}: full_only is true or false.")
         if "test" in raw:
-            if {"mode", "dtype", "full_only"} & set(raw):
-                raise ExpectationFileError(
-                    f"{where}: 'mode', 'dtype' and 'full_only' go with 'op', not 'test'."
-                )
-            entries.append(Expectation(str(raw["test"]), reason))
+            if {"mode", "dtype"} & set(raw):
+                raise ExpectationFileError(f"{where}: 'mode' and 'dtype' go with 'op', not 'test'.")
+            entries.append(Expectation(str(raw["test"]), reason, full_only))
             continue
         mode = raw.get("mode")
         if mode is not None and mode not in OPINFO_MODES:
             raise ExpectationFileError(
                 f"{where}: mode {mode!r} is not one of {', '.join(OPINFO_MODES)}."
             )
-        full_only = raw.get("full_only", False)
-        if not isinstance(full_only, bool):
-            raise ExpectationFileError(f"{where}: full_only is true or false.")
         entries.append(
             Expectation(
                 opinfo_test_id(mode or "*", str(raw["op"]), str(raw.get("dtype", "*"))),

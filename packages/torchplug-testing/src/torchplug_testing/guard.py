@@ -1,4 +1,5 @@
-"""The crash guard: OpInfo operators run in a child process that is restarted when it dies.
+"""The crash guard: OpInfo operators and ModuleInfo modules run in a child process that is
+restarted when it dies.
 
 A kernel that segfaults, aborts or hangs must become one failed test naming
 the operator, the dtype, the device and the signal, not the end of the run.
@@ -34,7 +35,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from torchplug_testing import opinfo
+from torchplug_testing import moduleinfo, opinfo
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ MAX_FAILED_STARTS = 2
 
 
 class OpinfoRunner(Protocol):
-    """Runs one operator's sweep in one mode and dtype."""
+    """Runs one operator's sweep in one mode and dtype (a module's: mode ``module_forward``...)."""
 
     def run(self, mode: str, op: Any, dtype: Any, limit: int | None) -> opinfo.SweepResult: ...
 
@@ -64,6 +65,9 @@ class InProcessRunner:
         self.device = device
 
     def run(self, mode: str, op: Any, dtype: Any, limit: int | None) -> opinfo.SweepResult:
+        if mode.startswith(moduleinfo.REQUEST_PREFIX):
+            module_mode = mode.removeprefix(moduleinfo.REQUEST_PREFIX)
+            return moduleinfo.sweep(module_mode, op, self.device, dtype, limit)
         return opinfo.sweep(mode, op, self.device, dtype, limit)
 
     def close(self) -> None:
@@ -109,7 +113,7 @@ class CrashGuard:
             self._start()
         request = {
             "mode": mode,
-            "op": opinfo.op_id(op),
+            "op": sweep_id(mode, op),
             "dtype": str(dtype).removeprefix("torch."),
             "limit": limit,
         }
@@ -249,6 +253,26 @@ class CrashGuard:
         return "\n".join(lines[start : min(end, start + CRASH_CONTEXT_LINES)])
 
 
+def sweep_id(mode: str, op: Any) -> str:
+    """The name the worker finds an operator (or a module) by."""
+    if mode.startswith(moduleinfo.REQUEST_PREFIX):
+        return moduleinfo.module_id(op)
+    return opinfo.op_id(op)
+
+
+def sample_outcomes(
+    operators: dict[str, Any], request: dict[str, Any], device: str, dtype: Any
+) -> Any:
+    """The outcomes of one request: an operator's sweep, or a module's."""
+    mode, name, limit = request["mode"], request["op"], request["limit"]
+    if mode.startswith(moduleinfo.REQUEST_PREFIX):
+        module_mode = mode.removeprefix(moduleinfo.REQUEST_PREFIX)
+        return moduleinfo.sample_outcomes(
+            module_mode, moduleinfo.by_id()[name], device, dtype, limit
+        )
+    return opinfo.sample_outcomes(mode, operators[name], device, dtype, limit)
+
+
 class _WorkerGone(Exception):
     def __init__(self, how: str) -> None:
         super().__init__(how)
@@ -309,13 +333,8 @@ def serve(device: str, requests_fd: int, replies_fd: int) -> None:
             if request.get("exit"):
                 return
             try:
-                for outcome in opinfo.sample_outcomes(
-                    request["mode"],
-                    operators[request["op"]],
-                    device,
-                    getattr(torch, request["dtype"]),
-                    request["limit"],
-                ):
+                dtype = getattr(torch, request["dtype"])
+                for outcome in sample_outcomes(operators, request, device, dtype):
                     reply({"sample": vars(outcome)})
                 # No operator leaves queued work behind for the next one.
                 for index in range(device_module.device_count()):

@@ -15,6 +15,7 @@ from torchplug_testing import EXPECTATIONS_ENV, __version__, expectations
 
 SUITE_DIR = (Path(__file__).parent / "suite").resolve()
 OUTCOMES = ("passed", "failed", "expected_failure", "newly_passing", "skipped")
+SWEEP_TITLES = {"opinfo": "OpInfo", "modules": "ModuleInfo"}
 
 
 class ConformanceSession:
@@ -28,6 +29,8 @@ class ConformanceSession:
         self.outcomes: dict[str, dict[str, Any]] = {}
         # mode -> "op-dtype" -> the sweep's figures (see suite/_sweep.py)
         self.samples: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        # The same for the ModuleInfo sweep: mode -> "module-dtype" -> figures.
+        self.module_samples: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
 
     @classmethod
     def start(cls, config: pytest.Config, device: str) -> ConformanceSession:
@@ -104,8 +107,9 @@ class ConformanceSession:
         if outcome == "skipped" and not hasattr(report, "wasxfail"):
             record["message"] = skip_reason(report)
         for key, value in report.user_properties:
-            if key == "opinfo_samples":
-                self.samples[value["mode"]][f"{value['op']}-{value['dtype']}"] = {
+            sweeps = {"opinfo_samples": self.samples, "module_samples": self.module_samples}
+            if key in sweeps:
+                sweeps[key][value["mode"]][f"{value['op']}-{value['dtype']}"] = {
                     **value,
                     "test": test_id,
                 }
@@ -141,18 +145,10 @@ class ConformanceSession:
             for entry in self.expected.applicable(self.full)
             if not selected and not any(entry.matches(test_id) for test_id in seen)
         ]
-        opinfo = {}
-        for mode, per_op in sorted(self.samples.items()):
-            by_dtype: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for sweep in per_op.values():
-                by_dtype[sweep["dtype"]].append(sweep)
-            opinfo[mode] = {
-                **sample_figures(list(per_op.values())),
-                "dtypes": {dtype: sample_figures(sweeps) for dtype, sweeps in by_dtype.items()},
-            }
         crashes = [
             {key: sweep[key] for key in ("test", "mode", "op", "dtype", "crash")}
-            for per_op in self.samples.values()
+            for samples in (self.samples, self.module_samples)
+            for per_op in samples.values()
             for sweep in per_op.values()
             if sweep["crash"]
         ]
@@ -173,7 +169,8 @@ class ConformanceSession:
             "newly_passing": lists["newly_passing"],
             "skipped": lists["skipped"],
             "stale_expectations": stale,
-            "opinfo": opinfo,
+            "opinfo": sweep_figures(self.samples),
+            "modules": sweep_figures(self.module_samples),
             "crashes": sorted(crashes, key=lambda crash: crash["test"]),
         }
 
@@ -194,16 +191,20 @@ class ConformanceSession:
         report = self.report()
         write = terminalreporter.write_line
         terminalreporter.section(f"conformance of '{self.device}' against the CPU")
-        for mode, figures in report["opinfo"].items():
-            for dtype, by_dtype in figures["dtypes"].items():
-                if by_dtype["samples"]:
-                    write(
-                        f"OpInfo {mode} {dtype}: {by_dtype['samples_passed']}/"
-                        f"{by_dtype['samples']} samples pass ({100 * by_dtype['pass_rate']:.1f}%) "
-                        f"over {by_dtype['operators']} operators, {by_dtype['crashes']} crashed"
-                    )
+        for sweep, what in (("opinfo", "operators"), ("modules", "modules")):
+            for mode, figures in report[sweep].items():
+                for dtype, by_dtype in figures["dtypes"].items():
+                    if by_dtype["samples"]:
+                        write(
+                            f"{SWEEP_TITLES[sweep]} {mode} {dtype}: {by_dtype['samples_passed']}/"
+                            f"{by_dtype['samples']} samples pass "
+                            f"({100 * by_dtype['pass_rate']:.1f}%) over {by_dtype['operators']} "
+                            f"{what}, {by_dtype['crashes']} crashed"
+                        )
         if report["crashes"]:
-            write(f"{len(report['crashes'])} operator(s) crashed the process running them:")
+            write(
+                f"{len(report['crashes'])} operator(s)/module(s) crashed the process running them:"
+            )
             for crash in report["crashes"]:
                 write(f"  {crash['mode']} {crash['op']} {crash['dtype']}: {crash['crash']}")
         if report["newly_passing"]:
@@ -225,6 +226,20 @@ class ConformanceSession:
 
 def write_report(path: str, report: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+
+
+def sweep_figures(samples: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Per mode: totals over the sweeps, and per dtype."""
+    figures = {}
+    for mode, per_op in sorted(samples.items()):
+        by_dtype: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for sweep in per_op.values():
+            by_dtype[sweep["dtype"]].append(sweep)
+        figures[mode] = {
+            **sample_figures(list(per_op.values())),
+            "dtypes": {dtype: sample_figures(sweeps) for dtype, sweeps in by_dtype.items()},
+        }
+    return figures
 
 
 def sample_figures(sweeps: list[dict[str, Any]]) -> dict[str, Any]:
