@@ -81,7 +81,7 @@ def matrix(reports: list[dict]) -> str:
     lines += ["Expected failures by cause (tests per reason, most frequent first):", ""]
     for report in reports:
         causes = Counter(entry["reason"] for entry in report["expected_failures"]).most_common()
-        lines.append(f"- `{report['device']}`:")
+        lines.append(f"- `{report['device']}`:" + ("" if causes else " none"))
         lines += [f"  - {count}: {reason}" for reason, count in causes]
     return "\n".join(lines)
 
