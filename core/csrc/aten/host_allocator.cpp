@@ -51,7 +51,9 @@ class PinnedHostAllocator final : public at::HostAllocator {
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
+    if (count > 0) {  // an empty block's pointers may be null
+      std::memcpy(dest, src, count);
+    }
   }
 
   bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override {
