@@ -173,15 +173,22 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   });
 }
 
-at::Tensor queued_view(const at::Tensor& tensor) {
+at::Tensor QueuedViews::view(const at::Tensor& tensor) {
   if (!tensor.defined() || tensor.device().is_cpu() || !tensor.has_storage() ||
       !allocated_by_device_allocator(tensor.storage().data_ptr())) {
     return tensor;
   }
   const c10::Storage& storage = tensor.storage();
+  const c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  for (const auto& [known, unowned] : storages_) {
+    if (known == impl) {
+      return device_view(unowned, tensor, device_key_set(tensor.device().type()));
+    }
+  }
   c10::Storage unowned(c10::Storage::use_byte_size_t(), storage.nbytes(),
                        c10::DataPtr(storage.unsafeGetStorageImpl()->mutable_data(), tensor.device()),
                        /*allocator=*/nullptr, /*resizable=*/false);
+  storages_.emplace_back(impl, unowned);
   return device_view(unowned, tensor, device_key_set(tensor.device().type()));
 }
 
@@ -192,6 +199,9 @@ KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, con
   drop_retired_kernels();
   if (options.host_waits) {
     check_synchronizing_operation(device, name);
+    // The host reads a result: a kernel that failed on any stream of the
+    // device is reported here, as CUDA reports a sticky error at item().
+    raise_pending_kernel_errors(device);
   }
   wait_for_current_stream(device);
   if (options.peer.has_value() && *options.peer != device) {
@@ -201,7 +211,13 @@ KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, con
 
 KernelLaunch::KernelLaunch(const char* name, c10::Device device, const std::vector<const void*>& memory,
                            LaunchOptions options)
-    : guard_(device), order_(name, device, options), access_(memory), activity_(name, device, options.kind) {}
+    : guard_(device), order_(name, device, options), access_(memory), activity_(name, device, options.kind) {
+  if (options.kind == ActivityKind::kKernel) {
+    // Every kernel that runs at its launch (the fallback's, hpu's, vendor
+    // and compiled kernels) can fail as a faulting kernel does: here.
+    fail_if_injected(name, device);
+  }
+}
 
 std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*> tensors) {
   std::vector<const void*> memory;
