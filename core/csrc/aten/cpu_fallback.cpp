@@ -246,10 +246,19 @@ void check_cpu_kernel_exists(const c10::OperatorHandle& op, c10::DispatchKeySet 
   if (op.hasComputedKernelForDispatchKey(cpu_key)) {
     return;
   }
-  const bool cuda = op.hasKernelForDispatchKey(c10::DispatchKey::CUDA);
+  const bool dense = cpu_key == c10::DispatchKey::CPU;
+  const c10::DispatchKey cuda_key = dense                                     ? c10::DispatchKey::CUDA
+                                    : cpu_key == c10::DispatchKey::SparseCPU ? c10::DispatchKey::SparseCUDA
+                                                                             : c10::DispatchKey::SparseCsrCUDA;
+  const bool cuda = op.hasKernelForDispatchKey(cuda_key);
+  if (!dense && !cuda) {
+    // No device has it for this layout (a view of a sparse tensor): the
+    // CPU's own error says so, as it does for sparse CPU tensors.
+    return;
+  }
   const std::string device_name = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
   TORCH_CHECK_NOT_IMPLEMENTED(
-      false, "Operator ", op.schema().name(), " has no kernel for ", device, " (", cpu_key == c10::DispatchKey::CPU ? "dense" : "sparse",
+      false, "Operator ", op.schema().name(), " has no kernel for ", device, " (", dense ? "dense" : "sparse",
       " tensors)", cuda ? ": it has a CUDA kernel only" : "",
       ", and torchplug's CPU fallback cannot run it because the CPU has no kernel for it either. "
       "Run it on a device that supports it (move its inputs there with .to()), or register a kernel for ",
