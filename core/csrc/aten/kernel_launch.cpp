@@ -153,7 +153,12 @@ void fail_if_injected(const char* name, c10::Device device) {
 void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body) {
   // A process that exits with kernels queued lets them finish before its
   // statics (which the kernels use) are destroyed.
-  static const bool waits_at_exit = std::atexit([] { runtime::Platform::wait_for_all_streams(); }) == 0;
+  static const bool waits_at_exit = std::atexit([] {
+    try {
+      runtime::Platform::wait_for_all_streams();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): an exception from an atexit handler terminates
+    }
+  }) == 0;
   (void)waits_at_exit;
   drop_retired_kernels();
   const c10::Stream stream = current_stream(device);
@@ -165,6 +170,8 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
       run_queued_kernel(name, stream, correlation, threads, *kernel);
     } catch (const std::exception& error) {
       failure = asynchronous_failure(name, stream, error);
+    } catch (...) {
+      failure = std::current_exception();
     }
     retire(std::move(kernel));
     if (failure) {
