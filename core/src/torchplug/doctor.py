@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from torchplug import loader, settings
+from torchplug import cuda_coexistence, loader, settings
 from torchplug.backend import BackendState
 
 
@@ -33,6 +33,7 @@ class Report:
     privateuse1_owner: str | None
     current_accelerator: str | None
     backends: list[EntryPointReport] = field(default_factory=list)
+    cuda: cuda_coexistence.Coexistence | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +43,7 @@ class Report:
             "privateuse1_owner": self.privateuse1_owner,
             "current_accelerator": self.current_accelerator,
             "backends": [vars(backend) for backend in self.backends],
+            "cuda": None if self.cuda is None else self.cuda.as_dict(),
         }
 
 
@@ -68,6 +70,7 @@ def collect() -> Report:
         settings=config.as_dict(),
         privateuse1_owner=None if owner == "privateuseone" else owner,
         current_accelerator=None if accelerator is None else accelerator.type,
+        cuda=cuda_coexistence.assess(None if owner == "privateuseone" else owner),
     )
     for ep in sorted(metadata.entry_points(group="torch.backends"), key=lambda e: e.name):
         dist = ep.dist
@@ -138,6 +141,8 @@ def render(report: Report) -> str:
         lines.append("(no torch.backends entry points are installed)")
     if notes:
         lines += ["", "why:", *notes]
+    if report.cuda is not None and report.cuda.message:
+        lines += ["", f"cuda: {report.cuda.message}"]
     lines += ["", "settings:"] + [f"  {k}={v}" for k, v in report.settings.items()]
     return "\n".join(lines)
 
