@@ -45,15 +45,22 @@ def test_with_cuda_the_finding_names_the_breakage_and_the_way_out() -> None:
 
 def test_activation_warns_once_per_process(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="torchplug"):
-        cuda_coexistence.warn_at_activation("foo", cuda(True))
-        cuda_coexistence.warn_at_activation("foo", cuda(True))
+        cuda_coexistence.warn_at_activation("foo", "privateuse1", cuda(True))
+        cuda_coexistence.warn_at_activation("foo", "privateuse1", cuda(True))
     warnings = [r for r in caplog.records if "TORCHPLUG_DISABLE=foo" in r.getMessage()]
     assert len(warnings) == 1
 
 
 def test_activation_without_cuda_is_silent(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="torchplug"):
-        cuda_coexistence.warn_at_activation("foo", cuda(False))
+        cuda_coexistence.warn_at_activation("foo", "privateuse1", cuda(False))
+    assert not caplog.records
+
+
+def test_an_hpu_backend_is_not_concerned(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="torchplug"):
+        finding = cuda_coexistence.warn_at_activation("hpu", "hpu", cuda(True))
+    assert not finding.cuda_autograd_broken
     assert not caplog.records
 
 

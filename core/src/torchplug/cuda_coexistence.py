@@ -81,11 +81,14 @@ def assess(
 
 
 def warn_at_activation(
-    privateuse1_backend: str, cuda_available: Callable[[], bool] = _cuda_available
+    backend: str,
+    dispatch_key: str = "privateuse1",
+    cuda_available: Callable[[], bool] = _cuda_available,
 ) -> Coexistence:
-    """Called once a PrivateUse1 backend is active: logs the finding, once per process."""
+    """Called by the activation of every backend, once its ``dispatch_key`` is registered:
+    for a PrivateUse1 one, logs the finding, once per process (hpu has nothing to say)."""
     global _warned
-    finding = assess(privateuse1_backend, cuda_available)
+    finding = assess(backend if dispatch_key == "privateuse1" else None, cuda_available)
     if finding.cuda_autograd_broken:
         with _lock:
             first = not _warned
