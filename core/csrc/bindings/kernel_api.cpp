@@ -28,7 +28,9 @@ int open_access(const void* const* pointers, size_t count, void** scope, char* e
   }
 }
 
-void close_access(void* scope) noexcept { delete static_cast<runtime::KernelAccess*>(scope); }
+void close_access(void* scope) noexcept {
+  delete static_cast<runtime::KernelAccess*>(scope);
+}
 
 int open_launch(const char* name, int device_type, int device_index, const void* const* pointers, size_t count,
                 void** scope, char* error, size_t error_size) {
