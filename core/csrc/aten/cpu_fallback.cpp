@@ -336,7 +336,10 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
     } else if (result.isTensorList()) {
       auto list = result.toTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
-        list[j] = to_device(state, list[j]);
+        // Taken out of the list, a fresh result is held once and is adopted
+        // rather than copied (see adopt_host_tensor).
+        const at::Tensor element = list.extract(j);
+        list.set(j, to_device(state, element));
       }
     }
   }

@@ -31,7 +31,9 @@ class HostAliases {
 // A device tensor with the sizes, strides and offset of `like`, over `storage`.
 at::Tensor device_view(const c10::Storage& storage, const at::Tensor& like, c10::DispatchKeySet keys);
 
-// Turns a CPU kernel's fresh output into a device tensor on `device`.
+// Turns a CPU kernel's fresh output into a device tensor on `device`: its
+// memory moves to the device when nothing else holds the tensor or its
+// storage, and is copied otherwise (a caller's tensor keeps its memory).
 at::Tensor adopt_host_tensor(const at::Tensor& host_tensor, c10::Device device);
 
 // Gives `device_storage` the memory of `host_storage` (after a kernel
