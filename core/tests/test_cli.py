@@ -36,6 +36,7 @@ def test_doctor_json_is_stable() -> None:
         "privateuse1_owner",
         "current_accelerator",
         "backends",
+        "cuda",
     }
     foo = next(b for b in report["backends"] if b["entry_point"] == "torch_foo")
     assert foo["distribution"] == "torch_foo"

@@ -96,6 +96,10 @@ runtime::Stream& runtime_stream(c10::Stream stream);
 // there (async copies, event waits) so stream order holds.
 void wait_for_current_stream(c10::Device device);
 
+// Raises the error a queued kernel raised on any stream of `device`, if one
+// is pending (what a host read of a result reports).
+void raise_pending_kernel_errors(c10::Device device);
+
 // Runs `body`, turning runtime errors into the torch exceptions users expect.
 template <typename Body>
 decltype(auto) translate_runtime_errors(Body&& body);

@@ -195,4 +195,13 @@ void wait_for_current_stream(c10::Device device) {
   }
 }
 
+void raise_pending_kernel_errors(c10::Device device) {
+  runtime::Platform& platform = *backends[static_cast<size_t>(device.type())]->platform;
+  for (runtime::Stream* stream : platform.streams(device.index())) {
+    if (stream->has_error()) {
+      translate_runtime_errors([&] { stream->synchronize(); });
+    }
+  }
+}
+
 }  // namespace torchplug

@@ -32,7 +32,9 @@ const char* copy_name(const at::Tensor& src, const at::Tensor& dst) {
   return is_device(dst) ? "Memcpy DtoD" : "Memcpy DtoH";
 }
 
-at::Tensor host_view(const at::Tensor& tensor) { return is_device(tensor) ? host_alias(tensor) : tensor; }
+at::Tensor host_view(HostAliases& aliases, const at::Tensor& tensor) {
+  return is_device(tensor) ? aliases.alias(tensor) : tensor;
+}
 
 // A plain byte copy is possible: same dtype, same dense layout, no broadcast.
 bool bytewise_copyable(const at::Tensor& src, const at::Tensor& dst) {
@@ -91,8 +93,11 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     options.host_waits = !non_blocking;
   }
   const KernelLaunch launch(copy_name(src, dst), on_device.device(), touched_memory({&src, &dst}), options);
-  at::Tensor host_dst = host_view(dst);
-  host_dst.copy_(host_view(src));
+  // One host storage for views of one device storage: the CPU's copy_ then
+  // refuses overlapping source and destination as it does for CPU tensors.
+  HostAliases aliases;
+  at::Tensor host_dst = host_view(aliases, dst);
+  host_dst.copy_(host_view(aliases, src));
   return dst;
 }
 

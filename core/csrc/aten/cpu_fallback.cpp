@@ -1,6 +1,10 @@
 #include "aten/cpu_fallback.h"
 
+#include <string>
+
+#include <ATen/core/op_registration/adaption.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/StringUtil.h>
 
 #include "aten/backend.h"
 #include "aten/generator.h"
@@ -22,11 +26,19 @@ struct Aliased {
   bool strided() const { return alias_storage != nullptr; }
 };
 
+// A host tensor the kernel would write (an out= or in-place argument).
+struct WrittenHostTensor {
+  at::Tensor tensor;
+  const char* argument;
+};
+
 struct CallState {
   const c10::OperatorHandle& op;
   KernelDevice operands;          // the arguments' devices
   c10::Device device{c10::kCPU};  // the device the call runs on, once found
+  HostAliases host_aliases;       // views of one device storage share a host storage
   c10::SmallVector<Aliased, 4> aliased;
+  c10::SmallVector<WrittenHostTensor, 1> written_on_host;
   bool has_generator_arg = false;
   int generator_slot = -1;
   bool sparse_kernel = false;  // the call runs a SparseCPU or SparseCsrCPU kernel
@@ -56,29 +68,76 @@ at::Tensor mirror_requires_grad(const CallState& state, const at::Tensor& origin
   return alias;
 }
 
+// Layouts only the CPU has (oneDNN's opaque tensors) exist on no simulated
+// device: a device tensor never has one, and a CPU kernel's result with one
+// cannot become a device tensor.
+bool device_layout(const at::Tensor& tensor) {
+  return tensor.layout() == c10::kStrided || is_sparse_layout(tensor);
+}
+
+void check_device_layout(const CallState& state, const at::Tensor& tensor) {
+  TORCH_CHECK_NOT_IMPLEMENTED(device_layout(tensor), "Cannot run ", state.op.schema().name(), " on ",
+                              tensor.device(), ": the tensor has layout ", tensor.layout(),
+                              ", which simulated devices do not support.");
+}
+
+// A CPU kernel's result the device cannot hold: a layout or a kind of
+// tensor (oneDNN, quantized, nested) that exists only on the CPU.
+void check_result_fits_device(const CallState& state, const at::Tensor& result) {
+  const bool cpu_only = !device_layout(result) || result.is_quantized() || result.is_nested();
+  if (!cpu_only) {
+    return;
+  }
+  const std::string kind = result.is_quantized() ? "a quantized tensor"
+                           : result.is_nested()  ? "a nested tensor"
+                                                 : c10::str("a tensor of layout ", result.layout());
+  TORCH_CHECK_NOT_IMPLEMENTED(false, state.op.schema().name(), " is not supported on ", state.device, ": it makes ",
+                              kind, ", which exists only on the CPU. Move the input to the CPU first, e.g. ",
+                              "x.cpu() before calling it, and move the result back with .to(\"",
+                              state.device.type(), "\") where a dense tensor will do.");
+}
+
+bool is_written(const c10::Argument& argument) {
+  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+}
+
+// Copies are the operators that write across devices on purpose (a device
+// tensor copied into a host one); every other kernel writes on its device.
+bool writes_across_devices(const c10::OperatorHandle& op) {
+  const std::string& name = op.schema().name();
+  return name == "aten::copy_" || name == "aten::_foreach_copy_" || name == "aten::_copy_from" ||
+         name == "aten::_copy_from_and_resize";
+}
+
 at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argument& argument) {
   if (!tensor.defined()) {
     return tensor;
   }
+  const bool is_mutable = is_written(argument);
   note_device(state, tensor, argument);
   if (tensor.device().is_cpu()) {
+    if (is_mutable && !writes_across_devices(state.op)) {
+      // Checked once the call's device is known: a host out= would have the
+      // kernel write host memory and the result adopted as device memory.
+      state.written_on_host.push_back({tensor, argument.name().c_str()});
+    }
     return tensor;
   }
   TORCH_CHECK(find_platform(tensor.device().type()) != nullptr, "Cannot run ", state.op.schema().name(),
               " on ", tensor.device(), ": no torchplug backend serves that device.");
-  const bool is_mutable = argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+  check_device_layout(state, tensor);
   if (is_sparse_layout(tensor)) {
     // Its parts are aliased like any device tensor, so results that view
     // them map back to the device parts.
     at::Tensor alias = sparse_host_alias(tensor, [&state](const at::Tensor& part) {
-      at::Tensor part_alias = host_alias(part);
+      at::Tensor part_alias = state.host_aliases.alias(part);
       state.aliased.push_back({part, part_alias, part_alias.storage().unsafeGetStorageImpl(), false});
       return part_alias;
     });
     state.aliased.push_back({tensor, alias, nullptr, is_mutable});
     return mirror_requires_grad(state, tensor, alias);
   }
-  at::Tensor alias = host_alias(tensor);
+  at::Tensor alias = state.host_aliases.alias(tensor);
   state.aliased.push_back({tensor, alias, alias.storage().unsafeGetStorageImpl(), is_mutable});
   return mirror_requires_grad(state, tensor, alias);
 }
@@ -146,6 +205,7 @@ at::Tensor to_device(const CallState& state, const at::Tensor& result) {
       return entry.original;  // in-place and out= return their argument
     }
   }
+  check_result_fits_device(state, result);
   if (is_sparse_layout(result)) {
     return sparse_to_device(result, state.device, [&state](const at::Tensor& part) { return to_device(state, part); });
   }
@@ -176,6 +236,34 @@ void sync_mutated(const CallState& state, const Aliased& entry) {
       alias.storage_offset() != entry.original.storage_offset()) {
     original->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
   }
+}
+
+// An operator with a kernel for CUDA alone (or for no device) reaches the
+// fallback, which has no CPU kernel to run: say so, rather than the
+// dispatcher's "Could not run ... with arguments from the 'CPU' backend".
+void check_cpu_kernel_exists(const c10::OperatorHandle& op, c10::DispatchKeySet cpu_keys, c10::Device device) {
+  const c10::DispatchKey cpu_key = cpu_keys.highestPriorityTypeId();
+  if (op.hasComputedKernelForDispatchKey(cpu_key)) {
+    return;
+  }
+  const bool dense = cpu_key == c10::DispatchKey::CPU;
+  const c10::DispatchKey cuda_key = dense                                     ? c10::DispatchKey::CUDA
+                                    : cpu_key == c10::DispatchKey::SparseCPU ? c10::DispatchKey::SparseCUDA
+                                                                             : c10::DispatchKey::SparseCsrCUDA;
+  const bool cuda = op.hasKernelForDispatchKey(cuda_key);
+  if (!dense && !cuda) {
+    // No device has it for this layout (a view of a sparse tensor): the
+    // CPU's own error says so, as it does for sparse CPU tensors.
+    return;
+  }
+  const std::string device_name = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "Operator ", op.schema().name(), " has no kernel for ", device, " (", dense ? "dense" : "sparse",
+      " tensors)", cuda ? ": it has a CUDA kernel only" : "",
+      ", and torchplug's CPU fallback cannot run it because the CPU has no kernel for it either. "
+      "Run it on a device that supports it (move its inputs there with .to()), or register a kernel for ",
+      device_name, " with torch.library.impl(\"", op.schema().name(), "\", \"",
+      device.type() == c10::DeviceType::HPU ? "HPU" : "PrivateUse1", "\").");
 }
 
 // The CPU key of the functionality the call was dispatched for: dense
@@ -210,6 +298,11 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
     }
   }
   state.device = state.operands.device();
+  for (const WrittenHostTensor& written : state.written_on_host) {
+    // What CUDA's generated device checks say for a host out= argument.
+    c10::impl::common_device_check_failure(state.device, written.tensor, schema.name().c_str(), written.argument);
+  }
+  check_cpu_kernel_exists(op, cpu_keys, state.device);
 
   // Random ops without an explicit generator draw from the device's default one.
   if (state.generator_slot >= 0 && (*stack)[first + state.generator_slot].isNone()) {
@@ -243,7 +336,10 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
     } else if (result.isTensorList()) {
       auto list = result.toTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
-        list[j] = to_device(state, list[j]);
+        // Taken out of the list, a fresh result is held once and is adopted
+        // rather than copied (see adopt_host_tensor).
+        const at::Tensor element = list.extract(j);
+        list.set(j, to_device(state, element));
       }
     }
   }

@@ -100,6 +100,12 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       return;
     }
     auto* block = static_cast<Block*>(data.get_context());
+    // Checked here too for callers below the record_stream kernel
+    // (recordDataPtrOnStream): the block keeps only a stream id, which must be
+    // one of its own device's, or the free would look it up on the wrong one.
+    TORCH_CHECK(stream.device_type() == type_ && stream.device_index() == block->device,
+                "Cannot record memory of ", c10::Device(type_, block->device), " on stream ", stream.id(), " of ",
+                stream.device(), ": record it on a stream of its own device.");
     trace_stream_order({TraceKind::kMemoryRecordStream, c10::Device(type_, block->device), stream.id(),
                         reinterpret_cast<uintptr_t>(block->pointer)});
     std::lock_guard<std::mutex> lock(mutex_);
@@ -404,9 +410,28 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     }
   }
 
-  static void free_block(void* context) {
+  // A DataPtr's deleter runs inside destructors (a tensor freed by Python, a
+  // queued kernel retired on a worker): an exception escaping it would
+  // terminate the process. What fails here is reported and the block is
+  // kept (leaked) rather than reused while work may still touch it.
+  static void free_block(void* context) noexcept {
     auto* block = static_cast<Block*>(context);
-    block->owner->release(block);
+    try {
+      block->owner->release(block);
+    } catch (const std::exception& error) {
+      report_failed_free(block, error.what());
+    } catch (...) {
+      report_failed_free(block, "unknown error");
+    }
+  }
+
+  static void report_failed_free(const Block* block, const char* reason) noexcept {
+    try {
+      TORCH_WARN("torchplug could not free a block of ", block->size, " bytes of ",
+                 c10::Device(block->owner->type_, block->device), " (", reason,
+                 "); it stays allocated. Please report this as a torchplug bug.");
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nothing left to report with
+    }
   }
 
   const c10::DeviceType type_;

@@ -118,6 +118,12 @@ at::Tensor& set_empty(at::Tensor& self) {
 }
 
 void record_stream(at::Tensor& self, c10::Stream stream) {
+  // The allocator waits for work on the stream before reusing the memory: a
+  // stream of another device (or backend) has none of this memory's work.
+  TORCH_CHECK(stream.device() == self.device(), "record_stream: the tensor is on ", self.device(),
+              " but the stream is on ", stream.device(),
+              "; a tensor can only be recorded on a stream of its own device, e.g. torch.",
+              c10::DeviceTypeName(self.device().type(), /*lower_case=*/true), ".current_stream(tensor.device).");
   device_allocator(self.device().type()).recordStream(self.storage().data_ptr(), stream);
 }
 

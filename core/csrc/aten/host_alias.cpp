@@ -26,17 +26,39 @@ void copy_math_bits(const at::Tensor& from, const at::Tensor& to) {
 
 }  // namespace
 
-at::Tensor host_alias(const at::Tensor& device_tensor) {
-  const c10::Storage& storage = device_tensor.storage();
-  c10::Storage host_storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                            c10::DataPtr(storage.mutable_data(), c10::Device(c10::kCPU)),
-                            c10::GetCPUAllocator(), /*resizable=*/true);
+namespace {
+
+c10::Storage host_storage_of(const c10::Storage& storage) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                      c10::DataPtr(storage.mutable_data(), c10::Device(c10::kCPU)), c10::GetCPUAllocator(),
+                      /*resizable=*/true);
+}
+
+at::Tensor alias_over(c10::Storage host_storage, const at::Tensor& device_tensor) {
   auto alias = at::detail::make_tensor<c10::TensorImpl>(
       std::move(host_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), device_tensor.dtype());
   alias.unsafeGetTensorImpl()->set_sizes_and_strides(device_tensor.sizes(), device_tensor.strides(),
                                                      device_tensor.storage_offset());
   copy_math_bits(device_tensor, alias);
   return alias;
+}
+
+}  // namespace
+
+at::Tensor host_alias(const at::Tensor& device_tensor) {
+  return alias_over(host_storage_of(device_tensor.storage()), device_tensor);
+}
+
+at::Tensor HostAliases::alias(const at::Tensor& device_tensor) {
+  const c10::StorageImpl* device_storage = device_tensor.storage().unsafeGetStorageImpl();
+  for (const auto& [known, host_storage] : storages_) {
+    if (known == device_storage) {
+      return alias_over(host_storage, device_tensor);
+    }
+  }
+  c10::Storage host_storage = host_storage_of(device_tensor.storage());
+  storages_.emplace_back(device_storage, host_storage);
+  return alias_over(std::move(host_storage), device_tensor);
 }
 
 at::Tensor device_view(const c10::Storage& storage, const at::Tensor& like, c10::DispatchKeySet keys) {
@@ -58,14 +80,14 @@ c10::DataPtr copied_to_device(const c10::Storage& host_storage, c10::Device devi
   return data;
 }
 
-c10::DataPtr take_as_device_memory(const c10::Storage& host_storage, c10::Device device) {
+// `sole_owner`: nothing but the kernel's result holds the host memory, so it
+// can move to the device; otherwise (a caller's tensor, a storage other
+// tensors view) it is copied, and the host tensor keeps its memory.
+c10::DataPtr take_as_device_memory(const c10::Storage& host_storage, c10::Device device, bool sole_owner) {
   c10::StorageImpl* impl = host_storage.unsafeGetStorageImpl();
   const size_t nbytes = impl->nbytes();
-  if (runtime::strict_mode() || nbytes == 0) {
-    return copied_to_device(host_storage, device);
-  }
-  // Another holder of this storage would see its memory move: copy instead.
-  if (host_storage.use_count() > 1) {
+  if (runtime::strict_mode() || nbytes == 0 || !sole_owner || host_storage.use_count() > 1 ||
+      !impl->data_ptr().get()) {
     return copied_to_device(host_storage, device);
   }
   c10::DataPtr host_data = impl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
@@ -77,7 +99,8 @@ c10::DataPtr take_as_device_memory(const c10::Storage& host_storage, c10::Device
 at::Tensor adopt_host_tensor(const at::Tensor& host_tensor, c10::Device device) {
   const c10::Storage& host_storage = host_tensor.storage();
   const size_t nbytes = host_storage.nbytes();
-  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, take_as_device_memory(host_storage, device),
+  const bool sole_owner = host_tensor.use_count() == 1;
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, take_as_device_memory(host_storage, device, sole_owner),
                        &device_allocator(device.type()), /*resizable=*/true);
   return device_view(storage, host_tensor, device_key_set(device.type()));
 }
@@ -86,7 +109,7 @@ void adopt_host_storage(const c10::Storage& host_storage, const c10::Storage& de
   const c10::Device device = device_storage.device();
   c10::StorageImpl* impl = device_storage.unsafeGetStorageImpl();
   const size_t nbytes = host_storage.nbytes();
-  impl->set_data_ptr_noswap(take_as_device_memory(host_storage, device));
+  impl->set_data_ptr_noswap(take_as_device_memory(host_storage, device, /*sole_owner=*/true));
   impl->set_nbytes(nbytes);
 }
 

@@ -14,7 +14,7 @@
 namespace torchplug {
 namespace {
 
-void release(void* pointer);
+void release(void* pointer) noexcept;
 
 int64_t microseconds_since(std::chrono::steady_clock::time_point started) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count();
@@ -51,7 +51,9 @@ class PinnedHostAllocator final : public at::HostAllocator {
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
+    if (count > 0) {  // an empty block's pointers may be null
+      std::memcpy(dest, src, count);
+    }
   }
 
   bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override {
@@ -140,11 +142,15 @@ std::array<std::unique_ptr<PinnedHostAllocator>,
            static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
     host_allocators;
 
-void release(void* pointer) {
-  for (auto& allocator : host_allocators) {
-    if (allocator && allocator->take_back(pointer)) {
-      return;
+// A DataPtr deleter: it runs inside destructors, so nothing may escape it.
+void release(void* pointer) noexcept {
+  try {
+    for (auto& allocator : host_allocators) {
+      if (allocator && allocator->take_back(pointer)) {
+        return;
+      }
     }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the block stays out of the cache, still allocated
   }
 }
 

@@ -47,6 +47,7 @@ namespace {
 struct HostCall {
   KernelDevice operands;
   std::vector<const void*> accessed;  // strict mode only
+  HostAliases aliases;
 
   at::Tensor alias(const at::Tensor& tensor) {
     operands.note(tensor);
@@ -56,7 +57,7 @@ struct HostCall {
     if (runtime::strict_mode()) {
       accessed.push_back(tensor.storage().data());
     }
-    return host_alias(tensor);
+    return aliases.alias(tensor);
   }
 
   template <typename T>
@@ -151,7 +152,6 @@ bool ran_at_once(c10::Device device, at::TensorIterator& iter, const c10::Scalar
     return false;
   }
   const KernelLaunch launch(Op::name, device);
-  fail_if_injected(Op::name, device);
   loop(iter);
   return true;
 }

@@ -153,7 +153,12 @@ void fail_if_injected(const char* name, c10::Device device) {
 void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body) {
   // A process that exits with kernels queued lets them finish before its
   // statics (which the kernels use) are destroyed.
-  static const bool waits_at_exit = std::atexit([] { runtime::Platform::wait_for_all_streams(); }) == 0;
+  static const bool waits_at_exit = std::atexit([] {
+    try {
+      runtime::Platform::wait_for_all_streams();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): an exception from an atexit handler terminates
+    }
+  }) == 0;
   (void)waits_at_exit;
   drop_retired_kernels();
   const c10::Stream stream = current_stream(device);
@@ -165,6 +170,8 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
       run_queued_kernel(name, stream, correlation, threads, *kernel);
     } catch (const std::exception& error) {
       failure = asynchronous_failure(name, stream, error);
+    } catch (...) {
+      failure = std::current_exception();
     }
     retire(std::move(kernel));
     if (failure) {
@@ -173,15 +180,22 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   });
 }
 
-at::Tensor queued_view(const at::Tensor& tensor) {
+at::Tensor QueuedViews::view(const at::Tensor& tensor) {
   if (!tensor.defined() || tensor.device().is_cpu() || !tensor.has_storage() ||
       !allocated_by_device_allocator(tensor.storage().data_ptr())) {
     return tensor;
   }
   const c10::Storage& storage = tensor.storage();
+  const c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  for (const auto& [known, unowned] : storages_) {
+    if (known == impl) {
+      return device_view(unowned, tensor, device_key_set(tensor.device().type()));
+    }
+  }
   c10::Storage unowned(c10::Storage::use_byte_size_t(), storage.nbytes(),
                        c10::DataPtr(storage.unsafeGetStorageImpl()->mutable_data(), tensor.device()),
                        /*allocator=*/nullptr, /*resizable=*/false);
+  storages_.emplace_back(impl, unowned);
   return device_view(unowned, tensor, device_key_set(tensor.device().type()));
 }
 
@@ -192,6 +206,9 @@ KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, con
   drop_retired_kernels();
   if (options.host_waits) {
     check_synchronizing_operation(device, name);
+    // The host reads a result: a kernel that failed on any stream of the
+    // device is reported here, as CUDA reports a sticky error at item().
+    raise_pending_kernel_errors(device);
   }
   wait_for_current_stream(device);
   if (options.peer.has_value() && *options.peer != device) {
@@ -201,7 +218,13 @@ KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, con
 
 KernelLaunch::KernelLaunch(const char* name, c10::Device device, const std::vector<const void*>& memory,
                            LaunchOptions options)
-    : guard_(device), order_(name, device, options), access_(memory), activity_(name, device, options.kind) {}
+    : guard_(device), order_(name, device, options), access_(memory), activity_(name, device, options.kind) {
+  if (options.kind == ActivityKind::kKernel) {
+    // Every kernel that runs at its launch (the fallback's, hpu's, vendor
+    // and compiled kernels) can fail as a faulting kernel does: here.
+    fail_if_injected(name, device);
+  }
+}
 
 std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*> tensors) {
   std::vector<const void*> memory;

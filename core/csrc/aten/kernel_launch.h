@@ -24,6 +24,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/OptionalArrayRef.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
 
 #include "aten/device_activity.h"
 #include "runtime/memory_guard.h"
@@ -77,12 +78,20 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
 // Raises the failure torchplug.runtime.inject_kernel_failures asked for, if any.
 void fail_if_injected(const char* name, c10::Device device);
 
-// What a queued kernel keeps of a tensor argument: a view of its device
-// memory that does not own it, so the memory is freed when the program drops
+// What a queued kernel keeps of its tensor arguments: views of their device
+// memory that do not own it, so the memory is freed when the program drops
 // the tensor, as with CUDA's stream-ordered allocator (the allocator keeps
 // freed memory mapped while kernels are queued). Tensors it cannot view so
-// (host tensors, memory of other owners) are kept whole.
-at::Tensor queued_view(const at::Tensor& tensor);
+// (host tensors, memory of other owners) are kept whole. Views of one device
+// storage share one unowned storage, so the kernel sees its operands alias
+// (and overlap) exactly as they do.
+class QueuedViews {
+ public:
+  at::Tensor view(const at::Tensor& tensor);
+
+ private:
+  c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages_;
+};
 
 template <typename T>
 struct is_array_ref : std::false_type {};
@@ -99,14 +108,14 @@ struct KeptIntList {
 };
 
 template <typename T>
-auto kept_for_queue(const T& argument) {
+auto kept_for_queue(QueuedViews& views, const T& argument) {
   static_assert(!is_array_ref<T>::value, "a queued kernel cannot keep an ArrayRef argument; copy it into a vector");
   if constexpr (std::is_same_v<T, at::OptionalIntArrayRef>) {
     return argument.has_value() ? KeptIntList{argument->vec()} : KeptIntList{};
   } else if constexpr (std::is_same_v<T, at::Tensor>) {
-    return queued_view(argument);
+    return views.view(argument);
   } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
-    return argument.has_value() ? std::optional<at::Tensor>(queued_view(*argument)) : std::optional<at::Tensor>();
+    return argument.has_value() ? std::optional<at::Tensor>(views.view(*argument)) : std::optional<at::Tensor>();
   } else {
     return argument;
   }
@@ -119,11 +128,11 @@ template <typename Body, typename... Args>
 void launch_kernel(const char* name, c10::Device device, int64_t work, Body body, const Args&... args) {
   if (!queues_kernel(device, work)) {
     const KernelLaunch launch(name, device);
-    fail_if_injected(name, device);
     body(args...);
     return;
   }
-  enqueue_kernel(name, device, [body = std::move(body), kept = std::make_tuple(kept_for_queue(args)...)] {
+  QueuedViews views;
+  enqueue_kernel(name, device, [body = std::move(body), kept = std::make_tuple(kept_for_queue(views, args)...)] {
     std::apply(body, kept);
   });
 }

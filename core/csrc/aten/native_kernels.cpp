@@ -29,6 +29,7 @@
 #include <ATen/ops/result_type.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/op_registration/adaption.h>
 #include <ATen/ops/_log_softmax_backward_data_native.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_native.h>
@@ -168,6 +169,22 @@ c10::Device kernel_device(const char* op, const Args&... args) {
   KernelDevice where(op);
   (note_operand(where, args), ...);
   return where.device();
+}
+
+// The same for a kernel writing `written` (self of an in-place call, out of
+// an out= one), which must be on the kernel's device even when 0-dim, as
+// CUDA's generated checks require: a host tensor would be written by the
+// device kernel.
+template <typename... Args>
+c10::Device writing_kernel_device(const char* op, const at::Tensor& written, const char* argument,
+                                  const Args&... args) {
+  KernelDevice where(op);
+  (note_operand(where, args), ...);
+  const c10::Device device = where.device();
+  if (written.device() != device) {
+    c10::impl::common_device_check_failure(device, written, op, argument);
+  }
+  return device;
 }
 
 // The same, checked as torch's generated device checks of CUDA's matrix
@@ -426,7 +443,7 @@ struct InPlace;
 template <typename Op, typename CpuKernel, typename... Rest>
 struct InPlace<Op, CpuKernel, at::Tensor&(at::Tensor&, Rest...)> {
   static at::Tensor& call(at::Tensor& self, Rest... rest) {
-    const c10::Device device = kernel_device(Op::name, self, rest...);
+    const c10::Device device = writing_kernel_device(Op::name, self, "self", self, rest...);
     if (runs_over_device_memory(device) && into_device<CpuKernel>(Op::name, device, self, self, in_dtype_of(self, rest)...)) {
       return self;
     }
@@ -437,7 +454,7 @@ struct InPlace<Op, CpuKernel, at::Tensor&(at::Tensor&, Rest...)> {
 // mul.out: what in-place multiplication by a number (mul_.Scalar, the
 // optimizers' _foreach_mul_) comes down to.
 at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-  const c10::Device device = kernel_device(at::_ops::mul_out::name, self, other, out);
+  const c10::Device device = writing_kernel_device(at::_ops::mul_out::name, out, "out", self, other, out);
   if (runs_over_device_memory(device) &&
       into_device<at::native::structured_mul_out>(at::_ops::mul_out::name, device, out, in_dtype_of(out, self),
                                                   in_dtype_of(out, other))) {

@@ -1,3 +1,4 @@
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +79,21 @@ void route_to_fallback(torch::Library& library, c10::DispatchKey key, const std:
   }
 }
 
+// Composites (CompositeImplicitAutograd) that call the CPU's loops through a
+// DispatchStub with the tensors' device type, which has no slot for every
+// device type (HPU's): torch.load validates loaded sparse tensors with them.
+// They run over host aliases instead, as the CPU's.
+constexpr std::array<const char*, 6> kStubCallingComposites{
+    "_validate_sparse_coo_tensor_args", "_validate_sparse_compressed_tensor_args",
+    "_validate_sparse_csr_tensor_args", "_validate_sparse_csc_tensor_args",
+    "_validate_sparse_bsr_tensor_args", "_validate_sparse_bsc_tensor_args"};
+
+void route_stub_calling_composites(torch::Library& library) {
+  for (const char* name : kStubCallingComposites) {
+    library.impl(name, torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+  }
+}
+
 }  // namespace
 
 void register_factory_kernels(torch::Library& library);
@@ -104,6 +120,7 @@ void register_kernels(const BackendIdentity& backend) {
         std::make_unique<torch::Library>(torch::Library::IMPL, "aten", compressed_key, __FILE__, __LINE__);
     register_sparse_kernels(*coo, *compressed);
     route_to_fallback(*kernels, key, overridden_composites().dense);
+    route_stub_calling_composites(*kernels);
     route_to_fallback(*coo, coo_key, overridden_composites().coo);
     route_to_fallback(*compressed, compressed_key, overridden_composites().compressed);
     Libraries libraries;

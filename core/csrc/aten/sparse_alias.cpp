@@ -49,7 +49,18 @@ at::Tensor compressed_like(const at::Tensor& like, const at::Tensor& compressed,
 
 }  // namespace
 
-bool is_sparse_layout(const at::Tensor& tensor) { return tensor.layout() != c10::kStrided; }
+bool is_sparse_layout(const at::Tensor& tensor) {
+  switch (tensor.layout()) {
+    case c10::kSparse:
+    case c10::kSparseCsr:
+    case c10::kSparseCsc:
+    case c10::kSparseBsr:
+    case c10::kSparseBsc:
+      return true;
+    default:
+      return false;  // strided, and the CPU's opaque oneDNN layout, which is no sparse tensor
+  }
+}
 
 at::Tensor sparse_host_alias(const at::Tensor& device_tensor, const ConvertPart& to_host) {
   if (device_tensor.layout() == c10::kSparse) {

@@ -22,10 +22,13 @@ int open_access(const void* const* pointers, size_t count, void** scope, char* e
   } catch (const std::exception& failure) {
     std::snprintf(error, error_size, "%s", failure.what());
     return -1;
+  } catch (...) {  // nothing may cross the C table into a plugin
+    std::snprintf(error, error_size, "%s", "unknown error");
+    return -1;
   }
 }
 
-void close_access(void* scope) {
+void close_access(void* scope) noexcept {
   delete static_cast<runtime::KernelAccess*>(scope);
 }
 
@@ -43,10 +46,13 @@ int open_launch(const char* name, int device_type, int device_index, const void*
   } catch (const std::exception& failure) {
     std::snprintf(error, error_size, "%s", failure.what());
     return -1;
+  } catch (...) {  // nothing may cross the C table into a plugin
+    std::snprintf(error, error_size, "%s", "unknown error");
+    return -1;
   }
 }
 
-void close_launch(void* scope) { delete static_cast<KernelLaunch*>(scope); }
+void close_launch(void* scope) noexcept { delete static_cast<KernelLaunch*>(scope); }
 
 const TorchplugKernelApi kernel_api_table{TORCHPLUG_KERNEL_API_VERSION, &open_access, &close_access, &open_launch,
                                           &close_launch};

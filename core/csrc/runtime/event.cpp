@@ -1,16 +1,18 @@
 #include "runtime/event.h"
 
 #include <string>
+#include <utility>
 
 #include "runtime/errors.h"
 #include "runtime/stream.h"
 
 namespace torchplug::runtime {
 
-void Event::Mark::complete() {
+void Event::Mark::complete(std::exception_ptr failure) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     time = std::chrono::steady_clock::now();
+    error = std::move(failure);
     done = true;
   }
   done_cv.notify_all();
@@ -28,10 +30,11 @@ std::shared_ptr<Event::Mark> Event::current() const {
 
 void Event::record(Stream& stream) {
   auto mark = std::make_shared<Mark>();
+  mark->stream = &stream;
   if (stream.query()) {
-    mark->complete();  // nothing pending: the stream is at this point now
+    mark->complete(stream.pending_error());  // nothing pending: the stream is at this point now
   } else {
-    stream.enqueue([mark] { mark->complete(); });
+    stream.enqueue([mark] { mark->complete(mark->stream->pending_error()); });
   }
   std::lock_guard<std::mutex> lock(mutex_);
   mark_ = std::move(mark);
@@ -55,8 +58,19 @@ bool Event::query() const {
 }
 
 void Event::synchronize() const {
-  if (auto mark = current()) {
-    mark->wait();
+  auto mark = current();
+  if (!mark) {
+    return;
+  }
+  mark->wait();
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mark->mutex);
+    error = std::exchange(mark->error, nullptr);
+  }
+  if (error) {
+    mark->stream->forget_error(error);
+    std::rethrow_exception(error);
   }
 }
 

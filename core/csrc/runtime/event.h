@@ -3,6 +3,7 @@
 // there, carry the time it did, and let another stream or the host wait.
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <memory>
 #include <mutex>
 
@@ -19,6 +20,8 @@ class Event {
   bool recorded() const;
   // True when the captured work has finished (or the event was never recorded).
   bool query() const;
+  // Waits for the captured work; rethrows the error a task of the stream
+  // raised before the mark (once: that error is then reported as handled).
   void synchronize() const;
   // Makes work queued later on `stream` wait for this event.
   void block(Stream& stream) const;
@@ -33,7 +36,9 @@ class Event {
     std::condition_variable done_cv;
     bool done = false;
     std::chrono::steady_clock::time_point time;
-    void complete();
+    Stream* stream = nullptr;  // streams live as long as their platform, for the process
+    std::exception_ptr error;  // a task of `stream` failed before the mark
+    void complete(std::exception_ptr failure = nullptr);
     void wait();
   };
   std::shared_ptr<Mark> current() const;

@@ -400,11 +400,17 @@ void Platform::wait_idle(int device_index) {
 }
 
 void Platform::memcpy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) {
+    return;  // an empty tensor's pointers may be null, which std::memcpy must not see
+  }
   KernelAccess access{dst, src};
   std::memcpy(dst, src, bytes);
 }
 
 void Platform::memcpy_async(void* dst, const void* src, size_t bytes, Stream& stream) {
+  if (bytes == 0) {
+    return;
+  }
   stream.enqueue([dst, src, bytes] {
     KernelAccess access{dst, src};
     std::memcpy(dst, src, bytes);

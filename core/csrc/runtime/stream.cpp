@@ -53,7 +53,21 @@ void Stream::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (error_) {
     std::exception_ptr error = std::exchange(error_, nullptr);
+    has_error_.store(false, std::memory_order_release);
     std::rethrow_exception(error);
+  }
+}
+
+std::exception_ptr Stream::pending_error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void Stream::forget_error(const std::exception_ptr& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (error_ == error) {
+    error_ = nullptr;
+    has_error_.store(false, std::memory_order_release);
   }
 }
 
@@ -90,6 +104,7 @@ void Stream::run() {
     lock.lock();
     if (error && !error_) {
       error_ = error;
+      has_error_.store(true, std::memory_order_release);
     }
     completed_.fetch_add(1, std::memory_order_release);
     work_done_.notify_all();

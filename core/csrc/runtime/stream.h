@@ -32,6 +32,13 @@ class Stream {
   void synchronize();
   // Blocks until everything queued so far has finished, leaving an error for synchronize().
   void wait_idle();
+  // True when a task raised an error that synchronize() has not reported yet.
+  bool has_error() const { return has_error_.load(std::memory_order_acquire); }
+  // That error, left for synchronize() (null if none).
+  std::exception_ptr pending_error();
+  // Forgets `error` if it is still the pending one: it was reported elsewhere
+  // (by an event recorded after it).
+  void forget_error(const std::exception_ptr& error);
 
  private:
   void run();
@@ -46,6 +53,7 @@ class Stream {
   std::atomic<uint64_t> submitted_{0};
   std::atomic<uint64_t> completed_{0};
   std::exception_ptr error_;
+  std::atomic<bool> has_error_{false};
   bool stopping_ = false;
   std::thread worker_;  // started on first enqueue
 };

@@ -31,6 +31,9 @@ class DeviceKind:
     seeded_by_torchplug: bool
     # The ``c10::DeviceType`` spelled in C++ code Inductor generates.
     aten_device_type: str
+    # Registering the key makes it ``at::getAccelerator()`` ahead of CUDA, whose
+    # backward then fails in the process (pytorch/pytorch#161129).
+    accelerator_ahead_of_cuda: bool
 
     def fixed_name(self) -> str | None:
         """The only device name a backend on this key may have (None: any name)."""
@@ -39,9 +42,9 @@ class DeviceKind:
 
 # fmt: off
 _ROWS = (
-    # key          torch's name     renamed  known  methods  seeded  C++ device type
-    ("privateuse1", "privateuseone", True,    False, True,    False,  "at::kPrivateUse1"),
-    ("hpu",         "hpu",           False,   True,  False,   True,   "at::kHPU"),
+    # key          torch's name     renamed  known  methods  seeded  C++ device type     ahead of CUDA
+    ("privateuse1", "privateuseone", True,    False, True,    False,  "at::kPrivateUse1", True),
+    ("hpu",         "hpu",           False,   True,  False,   True,   "at::kHPU",         False),
 )
 # fmt: on
 DEVICE_KINDS: dict[str, DeviceKind] = {row[0]: DeviceKind(*row) for row in _ROWS}

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from torchplug import settings
+from torchplug import cuda_coexistence, settings
 from torchplug.activation import records
 from torchplug.backend import BackendState
 from torchplug.device_kind import privateuse1_owner
@@ -35,6 +35,7 @@ class Report:
     privateuse1_owner: str | None
     current_accelerator: str | None
     backends: list[EntryPointReport] = field(default_factory=list)
+    cuda: cuda_coexistence.Coexistence | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +64,7 @@ def collect() -> Report:
         settings=config.as_dict(),
         privateuse1_owner=privateuse1_owner(owner),
         current_accelerator=None if accelerator is None else accelerator.type,
+        cuda=cuda_coexistence.assess(privateuse1_owner(owner)),
     )
     for ep in sorted(metadata.entry_points(group="torch.backends"), key=lambda e: e.name):
         dist = ep.dist
@@ -133,6 +135,8 @@ def render(report: Report) -> str:
         lines.append("(no torch.backends entry points are installed)")
     if notes:
         lines += ["", "why:", *notes]
+    if report.cuda is not None and report.cuda.message:
+        lines += ["", f"cuda: {report.cuda.message}"]
     lines += ["", "settings:"] + [f"  {k}={v}" for k, v in report.settings.items()]
     return "\n".join(lines)
 

@@ -212,6 +212,35 @@ int main() {
     s.synchronize();  // reported once
   });
 
+  run("an event recorded after a failure reports it, once", [] {
+    Stream& s = Platform::get("t_event_errors").pool_stream(0);
+    s.enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+    s.enqueue([] { throw RuntimeError("kernel failed"); });
+    Event after;
+    after.record(s);
+    bool rethrown = false;
+    try {
+      after.synchronize();
+    } catch (const RuntimeError& e) {
+      rethrown = std::string(e.what()) == "kernel failed";
+    }
+    CHECK(rethrown);
+    CHECK(!s.has_error());
+    s.synchronize();      // reported by the event: not again
+    after.synchronize();  // nor by the event twice
+    Event clean;
+    clean.record(s);
+    clean.synchronize();
+  });
+
+  run("zero-byte copies take null pointers", [] {
+    Platform& p = Platform::get("t_zero_copies");
+    p.memcpy(nullptr, nullptr, 0);
+    Stream& s = p.pool_stream(0);
+    p.memcpy_async(nullptr, nullptr, 0, s);
+    s.synchronize();
+  });
+
   run("pinned host memory", [] {
     Platform& p = Platform::get("t_pinned");
     void* h = p.host_malloc(4096);

@@ -14,7 +14,7 @@ import functools
 import time
 import types
 
-from torchplug import settings
+from torchplug import cuda_coexistence, settings
 from torchplug.activation import records
 from torchplug.activation.build_checks import check_torch_version
 from torchplug.backend import Backend, BackendState, BackendStatus
@@ -79,6 +79,7 @@ def register(backend: Backend, status: BackendStatus, config: settings.Settings)
     if config.strict_memory:
         _C.set_strict_mode(True)
     _C.register_backend(backend.dispatch_key, name)
+    cuda_coexistence.warn_at_activation(name, backend.dispatch_key)
     _yield_to_autograd_threads_at_exit()
     _run_backward_on_calling_thread()
     if kind.torch_generates_methods:
