@@ -144,3 +144,28 @@ def test_random_operators_follow_torch_manual_seed(device: str) -> None:
 
 def test_npu_in_its_own_process() -> None:
     rerun_as_owner(__file__, "npu")
+
+
+WITHOUT_SEED_HOOK = """
+import os
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+import torch.random
+del torch.random._seed_custom_device  # as in a torch release that drops it
+import torch
+import vhabana_frameworks.torch
+print(torch.hpu.is_available(), torch.ones(2, device="hpu").sum().item())
+"""
+
+
+def test_a_torch_without_the_seed_hook_keeps_hpu_working_and_says_so() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_SEED_HOOK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "2.0"]
+    assert "no torch.random._seed_custom_device" in result.stderr
+    assert "call torch.hpu.manual_seed" in result.stderr

@@ -5,11 +5,17 @@ last through ``torch.random._seed_custom_device``. A device on an in-tree key
 such as HPU is left out, so its random ops would not follow
 ``torch.manual_seed``. That one private hook is extended, once, to seed the
 devices registered here as well; everything else about seeding is upstream's.
+Verified in torch 2.14.1 and 2.15.0 (``torch.manual_seed`` and ``torch.seed``
+call it with the seed); a torch without it keeps the device working and says
+once that ``torch.<name>.manual_seed`` must be called instead.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+
+log = logging.getLogger("torchplug")
 
 _devices: list[str] = []
 
@@ -22,7 +28,17 @@ def seed_with_torch(name: str) -> None:
         return
     _devices.append(name)
     if len(_devices) == 1:
-        torch.random._seed_custom_device = _seeding_also(torch.random._seed_custom_device)
+        upstream = getattr(torch.random, "_seed_custom_device", None)
+        if upstream is None:
+            log.warning(
+                "torch %s has no torch.random._seed_custom_device, so torch.manual_seed does "
+                "not seed '%s': call torch.%s.manual_seed as well.",
+                torch.__version__,
+                name,
+                name,
+            )
+            return
+        torch.random._seed_custom_device = _seeding_also(upstream)
 
 
 def _seeding_also(upstream: Callable[[int], None]) -> Callable[[int], None]:
