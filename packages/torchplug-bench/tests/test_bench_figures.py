@@ -98,3 +98,14 @@ def test_every_planned_row_is_reported_even_when_a_measuring_process_died() -> N
 )
 def test_targets(target: Target, ratio: float, met: bool) -> None:
     assert target.met(ratio) is met
+
+
+def test_a_miss_by_less_than_the_rounding_shows_three_decimals() -> None:
+    report = Report.from_measurements(
+        [TINY_OP],
+        rounds=1,
+        measurements={
+            "unpinned": {"figures": {TINY_OP.name: Figure(TINY_OP, 2.0, 3.002).as_json()}}
+        },
+    )
+    assert "1.501x NO" in report.as_text()

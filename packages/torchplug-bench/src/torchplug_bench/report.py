@@ -180,7 +180,10 @@ def _cells(figure: Figure, ratio_note: dict[str, str]) -> list[str]:
     if figure.error is not None or figure.ratio is None:
         return ["", "", ratio_note["failed"]]
     unit = figure.row.unit
-    ratio = f"{figure.ratio:.2f}x" + ("" if figure.met else f" {ratio_note['missed']}")
+    ratio = f"{figure.ratio:.2f}"
+    if not figure.met and ratio == f"{figure.row.target.bound:.2f}":
+        ratio = f"{figure.ratio:.3f}"  # a miss that two decimals would show as the bound
+    ratio += "x" + ("" if figure.met else f" {ratio_note['missed']}")
     return [f"{_number(figure.value)} {unit}", f"{_number(figure.baseline_value)} {unit}", ratio]
 
 
