@@ -2,7 +2,7 @@
 
 The compile tests of the core (core/tests/test_compile.py) use models written
 here; this module compiles architectures nobody here wrote, taken from the
-model zoo (torchplug.bench.zoo: a GPT-2 LM with tied embeddings, a BERT
+model zoo (torchplug_bench.zoo: a GPT-2 LM with tied embeddings, a BERT
 encoder, a Llama with RoPE and grouped-query attention, torchvision's
 resnet18), so the graphs hold what real models bring to Inductor: batch norm,
 convolutions, rotary embeddings, attention masks, tied weights, dropout. Each

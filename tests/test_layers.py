@@ -182,7 +182,7 @@ print("LOADED", json.dumps({
     ),
     "benchmarks": sorted(
         name for name in sys.modules
-        if name.startswith("torchplug.") and any("bench" in part for part in name.split("."))
+        if name.split(".")[0] == "torchplug_bench"
     ),
 }))
 """
@@ -206,7 +206,7 @@ assert torch.foo.is_available(), torchplug.statuses()
 names = [
     info.name
     for info in pkgutil.walk_packages(torchplug.__path__, "torchplug.")
-    if not any("bench" in part or part == "cli" for part in info.name.split(".")[1:])
+    if info.name != "torchplug.cli"
 ]
 for name in names:
     __import__(name)

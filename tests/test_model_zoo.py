@@ -1,6 +1,6 @@
 """Real models train on every device exactly as on the CPU (issue 15).
 
-Tiny HF transformers and torchvision models (the zoo of torchplug.bench.zoo,
+Tiny HF transformers and torchvision models (the zoo of torchplug_bench.zoo,
 checked by tests/zoo_models.py) are built
 on the CPU, copied to the device and checked against the CPU in the same
 process: parameter ties after ``.to()``, the eval forward, 3 AdamW training

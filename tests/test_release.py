@@ -176,11 +176,13 @@ def test_release_files_are_publishable(release_dist: Path) -> None:
         "torch_foo-0.1.0-py3-none",
         "vhabana_frameworks-0.1.0-py3-none",
         "torchplug_testing-0.1.0-py3-none",
+        "torchplug_bench-0.1.0-py3-none",
         "torchplug-0.1.0.tar.gz",
         "torch_vnpu-0.1.0.tar.gz",
         "torch_foo-0.1.0.tar.gz",
         "vhabana_frameworks-0.1.0.tar.gz",
         "torchplug_testing-0.1.0.tar.gz",
+        "torchplug_bench-0.1.0.tar.gz",
     }
     for name in names:
         assert name.endswith((".tar.gz", "-py3-none-any.whl", "manylinux_2_28_x86_64.whl")), name

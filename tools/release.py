@@ -54,6 +54,7 @@ DISTRIBUTIONS = (
     Distribution("vhabana_frameworks", "plugins/vhabana_frameworks", "pure"),
     Distribution("torch_vnpu", "plugins/torch_vnpu", "abi3"),
     Distribution("torchplug-testing", "packages/torchplug-testing", "pure"),
+    Distribution("torchplug-bench", "packages/torchplug-bench", "pure"),
 )
 # Python versions the core's wheels are built for by default: the ones torch's
 # wheels support and this project tests (see README, "Supported Pythons").
