@@ -36,7 +36,7 @@ if [ "$#" -eq 0 ]; then
     tests/test_user_mistakes.py
 fi
 
-export TORCHPLUG_ASAN_BUILD="$build"
+export SANITIZED_TORCHPLUG_BUILD="$build"
 export TORCHPLUG_RUNTIME_TEST_CXXFLAGS="$sanitizers"
 export PYTHONPATH="$root/tools/asan${PYTHONPATH:+:$PYTHONPATH}"
 export LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)"

@@ -2,8 +2,9 @@
 
 Put on PYTHONPATH by the script, so every interpreter it starts, children
 included, imports ``torchplug._C`` and ``torchplug._distributed`` from
-``TORCHPLUG_ASAN_BUILD`` instead of the workspace's editable install, whose
-finder this one goes ahead of.
+``SANITIZED_TORCHPLUG_BUILD`` instead of the workspace's editable install, whose
+finder this one goes ahead of. (The variable's name does not start with
+TORCHPLUG_: the tests' child processes drop those.)
 """
 
 import importlib.machinery
@@ -12,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-_BUILD = Path(os.environ["TORCHPLUG_ASAN_BUILD"])
+_BUILD = Path(os.environ["SANITIZED_TORCHPLUG_BUILD"])
 _MODULES = {
     name: next(_BUILD.glob(f"{name.rpartition('.')[2]}.cpython-*.so"), None)
     for name in ("torchplug._C", "torchplug._distributed")
