@@ -1,6 +1,7 @@
 #include "ops.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty_like.h>
 #include <torchplug/kernel_scope.h>
 
@@ -52,6 +53,27 @@ at::Tensor fast_gelu(const at::Tensor& self) {
     fast_gelu_loop(x.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), x.numel());
   });
   return y;
+}
+
+at::Tensor& fast_gelu_out(const at::Tensor& self, at::Tensor& out) {
+  check_floating("fast_gelu.out", "input", self);
+  check_same("fast_gelu.out", self, "input", out, "out");
+  at::native::resize_output(out, self.sizes());
+  torchplug::check_no_overlap(/*inputs=*/{self}, /*outputs=*/{out});
+  // A strided out= tensor takes the result through a contiguous buffer, as
+  // CUDA's out= kernels do.
+  const at::Tensor x = self.contiguous();
+  at::Tensor y = out.is_contiguous() ? out : at::empty_like(x, at::MemoryFormat::Contiguous);
+  {
+    const torchplug::KernelScope scope("npu::fast_gelu.out", x.device(), {x, y});
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "npu::fast_gelu.out", [&] {
+      fast_gelu_loop(x.const_data_ptr<scalar_t>(), y.mutable_data_ptr<scalar_t>(), x.numel());
+    });
+  }
+  if (!y.is_same(out)) {
+    out.copy_(y);
+  }
+  return out;
 }
 
 at::Tensor fast_gelu_backward(const at::Tensor& grad, const at::Tensor& self) {

@@ -8,6 +8,7 @@
 
 TORCH_LIBRARY(npu, m) {
   m.def("fast_gelu(Tensor self) -> Tensor");
+  m.def("fast_gelu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("fast_gelu_backward(Tensor grad, Tensor self) -> Tensor");
   m.def("rms_norm(Tensor self, Tensor weight, float eps=1e-06) -> Tensor");
   m.def("rms_norm_backward(Tensor grad, Tensor self, Tensor weight, float eps) -> (Tensor, Tensor)");
@@ -15,6 +16,7 @@ TORCH_LIBRARY(npu, m) {
 
 TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("fast_gelu", &torch_vnpu::fast_gelu);
+  m.impl("fast_gelu.out", &torch_vnpu::fast_gelu_out);
   m.impl("fast_gelu_backward", &torch_vnpu::fast_gelu_backward);
   m.impl("rms_norm", &torch_vnpu::rms_norm);
   m.impl("rms_norm_backward", &torch_vnpu::rms_norm_backward);
@@ -22,6 +24,7 @@ TORCH_LIBRARY_IMPL(npu, CPU, m) {
 
 TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {
   m.impl("fast_gelu", &torch_vnpu::fast_gelu);
+  m.impl("fast_gelu.out", &torch_vnpu::fast_gelu_out);
   m.impl("fast_gelu_backward", &torch_vnpu::fast_gelu_backward);
   m.impl("rms_norm", &torch_vnpu::rms_norm);
   m.impl("rms_norm_backward", &torch_vnpu::rms_norm_backward);

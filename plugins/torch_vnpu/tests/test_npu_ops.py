@@ -135,6 +135,51 @@ def test_bad_input_names_the_problem_and_the_fix(npu: str) -> None:
         torch_vnpu.fast_gelu(torch.ones(3, dtype=torch.int64, device="npu"))
 
 
+OVERLAP_ERROR = (
+    r"unsupported operation: some elements of the input tensor and the written-to tensor"
+)
+
+
+@pytest.mark.parametrize("device", ["cpu", "npu"])
+def test_fast_gelu_out_writes_the_given_tensor(npu: str, device: str) -> None:
+    source = torch.linspace(-3, 3, 24, dtype=torch.float64).reshape(4, 6)
+    x = source.to(device, copy=True)  # the in-place case below must not write `source`
+    out = torch.empty(0, dtype=torch.float64, device=device)
+    assert torch_vnpu.fast_gelu(x, out=out) is out
+    torch.testing.assert_close(out.cpu(), fast_gelu_reference(source))
+    strided = torch.zeros(6, 4, dtype=torch.float64, device=device).t()
+    torch_vnpu.fast_gelu(x, out=strided)
+    torch.testing.assert_close(strided.cpu(), fast_gelu_reference(source))
+    # Exactly the input, as an in-place kernel: allowed, as on the CPU.
+    torch_vnpu.fast_gelu(x, out=x)
+    torch.testing.assert_close(x.cpu(), fast_gelu_reference(source))
+
+
+@pytest.mark.parametrize("device", ["cpu", "npu"])
+def test_fast_gelu_out_refuses_overlapping_memory_as_the_cpu_does(npu: str, device: str) -> None:
+    """Vendor kernels check overlap through torchplug::check_no_overlap, the
+    SDK's helper: the same error as torch's own kernels give, on every device."""
+    a = torch.arange(8, dtype=torch.float32, device=device)
+    before = a.clone()
+    with pytest.raises(RuntimeError, match=OVERLAP_ERROR):
+        torch_vnpu.fast_gelu(a[:-1], out=a[1:])
+    with pytest.raises(
+        RuntimeError, match=r"more than one element of the written-to tensor refers"
+    ):
+        torch_vnpu.fast_gelu(torch.ones(7, 2, device=device), out=a[:7].reshape(7, 1).expand(7, 2))
+    square = torch.arange(16, dtype=torch.float32, device=device).reshape(4, 4)
+    with pytest.raises(RuntimeError, match=OVERLAP_ERROR):
+        torch_vnpu.fast_gelu(square, out=square.t())
+    torch.testing.assert_close(a.cpu(), before.cpu())
+
+
+def test_fast_gelu_out_on_another_device_names_the_fix(npu: str) -> None:
+    with pytest.raises(
+        RuntimeError, match=r"expected out on npu:0 like input, but it is on cpu.*\.to\("
+    ):
+        torch_vnpu.fast_gelu(torch.ones(3, device="npu"), out=torch.empty(3))
+
+
 STRICT_MODE_SCRIPT = """
 import torch, torch_vnpu
 x = torch.linspace(-2, 2, 12, device="npu").reshape(3, 4).requires_grad_()

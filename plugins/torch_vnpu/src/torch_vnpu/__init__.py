@@ -54,9 +54,15 @@ def _operator(name: str) -> Callable[..., Any]:
     return _ops.operator(name)
 
 
-def fast_gelu(x: torch.Tensor) -> torch.Tensor:
-    """``x * sigmoid(1.702 * x)`` in one fused kernel (``torch.ops.npu.fast_gelu``)."""
-    return _operator("fast_gelu")(x)
+def fast_gelu(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``x * sigmoid(1.702 * x)`` in one fused kernel (``torch.ops.npu.fast_gelu``).
+
+    With ``out``, the result is written there (resized like ``x``); ``out`` may
+    be ``x`` itself, but not a tensor partly sharing its memory.
+    """
+    if out is None:
+        return _operator("fast_gelu")(x)
+    return _operator("fast_gelu").out(x, out=out)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

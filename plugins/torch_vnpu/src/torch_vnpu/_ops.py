@@ -63,6 +63,10 @@ def _register_fake_kernels() -> None:
         )
         return x.new_empty(x.shape)
 
+    @torch.library.register_fake("npu::fast_gelu.out")
+    def _(x: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+        return out
+
     @torch.library.register_fake("npu::fast_gelu_backward")
     def _(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         torch._check(grad.shape == x.shape, lambda: "npu::fast_gelu_backward: shapes differ")

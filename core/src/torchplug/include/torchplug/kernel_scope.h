@@ -13,13 +13,20 @@
 //     return y;
 //   }
 //
+// A kernel that writes tensors it did not allocate (in-place or out=
+// variants) first checks their memory for overlap as the CPU's kernels do:
+//
+//   torchplug::check_no_overlap(/*inputs=*/{x}, /*outputs=*/{out});
+//
 // Build with the include directory `torchplug.get_include()` returns.
 #include <Python.h>
 
 #include <functional>
 #include <initializer_list>
+#include <iterator>
 #include <vector>
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
@@ -54,6 +61,29 @@ inline bool load_kernel_api() {
   return true;
 }
 
+using TensorList = std::initializer_list<std::reference_wrapper<const at::Tensor>>;
+
+// Raises the error the CPU's kernels raise ("unsupported operation: some
+// elements of the input tensor and the written-to tensor refer to a single
+// memory location") when an output overlaps itself (an expanded view), or
+// shares part of its memory with an input or another output. An output that
+// is exactly one of the inputs (same memory, sizes and strides: in-place) is
+// allowed, as on the CPU; an elementwise loop may read and write it.
+// Undefined inputs (an absent optional argument) are skipped.
+inline void check_no_overlap(TensorList inputs, TensorList outputs) {
+  for (auto output = outputs.begin(); output != outputs.end(); ++output) {
+    at::assert_no_internal_overlap(*output);
+    for (const at::Tensor& input : inputs) {
+      if (input.defined()) {
+        at::assert_no_partial_overlap(*output, input);
+      }
+    }
+    for (auto other = std::next(output); other != outputs.end(); ++other) {
+      at::assert_no_overlap(*output, *other);
+    }
+  }
+}
+
 // A kernel's stay on the device, through the core's kernel launch (the same
 // one the core's own kernels take): the device is current, work queued on its
 // current stream runs first, strict memory mode grants access to the tensors'
@@ -62,8 +92,23 @@ inline bool load_kernel_api() {
 // no-op for CPU tensors.
 class KernelScope {
  public:
-  KernelScope(const char* name, c10::Device device,
-              std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors) {
+  KernelScope(const char* name, c10::Device device, TensorList tensors) { open(name, device, tensors); }
+
+  // Kernels of plugins built before kernels were named show as "vendor kernel".
+  KernelScope(c10::Device device, TensorList tensors) : KernelScope("vendor kernel", device, tensors) {}
+
+  ~KernelScope() {
+    if (scope_ != nullptr) {
+      detail::loaded_kernel_api()->close_launch(scope_);
+    }
+  }
+
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+
+ private:
+  template <typename Tensors>
+  void open(const char* name, c10::Device device, const Tensors& tensors) {
     if (device.is_cpu()) {
       return;
     }
@@ -84,20 +129,6 @@ class KernelScope {
                 error);
   }
 
-  // Kernels of plugins built before kernels were named show as "vendor kernel".
-  KernelScope(c10::Device device, std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors)
-      : KernelScope("vendor kernel", device, tensors) {}
-
-  ~KernelScope() {
-    if (scope_ != nullptr) {
-      detail::loaded_kernel_api()->close_launch(scope_);
-    }
-  }
-
-  KernelScope(const KernelScope&) = delete;
-  KernelScope& operator=(const KernelScope&) = delete;
-
- private:
   void* scope_ = nullptr;
 };
 
