@@ -11,21 +11,29 @@
 namespace torchplug {
 namespace {
 
+// Runs `body`, turning any exception into -1 and its message in `error`:
+// nothing may cross the C table into a plugin.
+template <typename Body>
+int reporting_failures(char* error, size_t error_size, Body&& body) noexcept {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& failure) {
+    std::snprintf(error, error_size, "%s", failure.what());
+  } catch (...) {
+    std::snprintf(error, error_size, "%s", "unknown error");
+  }
+  return -1;
+}
+
 int open_access(const void* const* pointers, size_t count, void** scope, char* error, size_t error_size) {
   *scope = nullptr;
   if (!runtime::strict_mode()) {
     return 0;
   }
-  try {
+  return reporting_failures(error, error_size, [&] {
     *scope = new runtime::KernelAccess(std::vector<const void*>(pointers, pointers + count));
-    return 0;
-  } catch (const std::exception& failure) {
-    std::snprintf(error, error_size, "%s", failure.what());
-    return -1;
-  } catch (...) {  // nothing may cross the C table into a plugin
-    std::snprintf(error, error_size, "%s", "unknown error");
-    return -1;
-  }
+  });
 }
 
 void close_access(void* scope) noexcept {
@@ -35,21 +43,14 @@ void close_access(void* scope) noexcept {
 int open_launch(const char* name, int device_type, int device_index, const void* const* pointers, size_t count,
                 void** scope, char* error, size_t error_size) {
   *scope = nullptr;
-  try {
+  return reporting_failures(error, error_size, [&] {
     const c10::Device device(static_cast<c10::DeviceType>(device_type), static_cast<c10::DeviceIndex>(device_index));
     std::vector<const void*> memory;
     if (runtime::strict_mode()) {
       memory.assign(pointers, pointers + count);
     }
     *scope = new KernelLaunch(name, device, memory);
-    return 0;
-  } catch (const std::exception& failure) {
-    std::snprintf(error, error_size, "%s", failure.what());
-    return -1;
-  } catch (...) {  // nothing may cross the C table into a plugin
-    std::snprintf(error, error_size, "%s", "unknown error");
-    return -1;
-  }
+  });
 }
 
 void close_launch(void* scope) noexcept { delete static_cast<KernelLaunch*>(scope); }
