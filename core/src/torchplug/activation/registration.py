@@ -100,11 +100,38 @@ def register(backend: Backend, status: BackendStatus, config: settings.Settings)
     distributed.register(name)
     ipc.share_between_processes(name)
     inductor.enable(name)
+    _watch_frameworks()
     if config.sanitizer:
         # Imported only here: the sanitizer costs nothing unless asked for.
         from torchplug import sanitizer
 
         sanitizer.enable()
+
+
+# The module of each training framework that finds devices by name or by a
+# fixed list, and the integration (torchplug.integrations.<name>) that adapts
+# it right after it is first imported: import torch imports no integration.
+FRAMEWORK_INTEGRATIONS = {
+    "accelerate.accelerator": "accelerate",
+    "transformers.training_args": "transformers",
+    "transformers.testing_utils": "transformers_testing",
+    "lightning.pytorch.trainer.connectors.accelerator_connector": "lightning",
+    "pytorch_lightning.trainer.connectors.accelerator_connector": "lightning",
+}
+
+
+@functools.cache
+def _watch_frameworks() -> None:
+    from torchplug.inductor.hooks import after_import
+
+    for framework, integration in FRAMEWORK_INTEGRATIONS.items():
+        after_import(framework, functools.partial(_integrate, integration))
+
+
+def _integrate(integration: str, framework: types.ModuleType) -> None:
+    from torchplug import integrations
+
+    integrations.install(integration, framework)
 
 
 def _prepare(backend: Backend) -> None:

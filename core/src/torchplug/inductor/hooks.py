@@ -1,4 +1,11 @@
-"""Run a function right after a module is first imported, or now if it already is."""
+"""Run a function right after a module is first imported, or now if it already is.
+
+A module still executing when the function is registered (one whose own
+``import torch`` activated the backends, as ``from accelerate import
+Accelerator`` does as a script's first line) is not imported yet: its
+function runs at the first import of any module after it has finished, which
+the rest of the import statement that loads it almost always makes.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +16,35 @@ import types
 from collections.abc import Callable, Sequence
 
 _pending: dict[str, list[Callable[[types.ModuleType], None]]] = {}
+# Watched modules that were mid-execution when watched: run once they are done.
+_executing: list[types.ModuleType] = []
 
 
 def after_import(name: str, callback: Callable[[types.ModuleType], None]) -> None:
     module = sys.modules.get(name)
-    if module is not None:
+    if module is not None and not _executing_now(module):
         callback(module)
         return
     _pending.setdefault(name, []).append(callback)
+    if module is not None and module not in _executing:
+        _executing.append(module)
     if not any(isinstance(finder, _PostImportFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PostImportFinder())
+
+
+def _executing_now(module: types.ModuleType) -> bool:
+    # importlib marks a module's spec while its code runs (_bootstrap._load_unlocked).
+    return bool(getattr(module.__spec__, "_initializing", False))
+
+
+def _run_finished() -> None:
+    for module in [module for module in _executing if not _executing_now(module)]:
+        _executing.remove(module)
+        callbacks = _pending.pop(module.__name__, [])
+        if sys.modules.get(module.__name__) is not module:
+            continue  # its code raised: never imported
+        for callback in callbacks:
+            callback(module)
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
@@ -30,6 +56,8 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None,
         target: types.ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
+        if _executing:
+            _run_finished()
         if fullname not in _pending:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
