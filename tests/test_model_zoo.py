@@ -81,6 +81,13 @@ def check(zoo: ZooResults, model: str, device: str, name: str) -> dict[str, Any]
     return outcome
 
 
+def assert_same(outcome: dict[str, Any], device: str, what: str) -> None:
+    assert outcome["device"] == outcome["cpu"], (
+        f"{what} differ on {device} from the CPU's:\n"
+        f"  cpu:    {outcome['cpu']}\n  device: {outcome['device']}"
+    )
+
+
 def assert_close(outcome: dict[str, Any], tolerance: float, what: str) -> None:
     difference = outcome["difference"]
     assert difference <= tolerance, (
@@ -91,10 +98,7 @@ def assert_close(outcome: dict[str, Any], tolerance: float, what: str) -> None:
 
 @pytest.mark.parametrize(("model", "device"), cases())
 def test_to_device_keeps_tied_parameters(zoo: ZooResults, model: str, device: str) -> None:
-    outcome = check(zoo, model, device, "ties")
-    assert outcome["device"] == outcome["cpu"], (
-        f"parameters shared on the CPU: {outcome['cpu']}; after .to({device!r}): {outcome['device']}"
-    )
+    assert_same(check(zoo, model, device, "ties"), device, "parameters shared")
 
 
 @pytest.mark.parametrize(("model", "device"), cases())
@@ -115,10 +119,7 @@ def test_trains_like_cpu(zoo: ZooResults, model: str, device: str) -> None:
 
 @pytest.mark.parametrize(("model", "device"), cases(lambda spec: spec.generates))
 def test_greedy_generate_like_cpu(zoo: ZooResults, model: str, device: str) -> None:
-    outcome = check(zoo, model, device, "generate")
-    assert outcome["device"] == outcome["cpu"], (
-        f"greedy tokens on the CPU: {outcome['cpu']}\n         on {device}: {outcome['device']}"
-    )
+    assert_same(check(zoo, model, device, "generate"), device, "greedy tokens")
 
 
 @pytest.mark.parametrize(("model", "device"), cases())

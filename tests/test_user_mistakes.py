@@ -8,6 +8,8 @@ it did not report. The expectations are what the CPU or CUDA does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,70 +43,67 @@ def raised(report: dict[str, Any], kind: str, *fragments: str) -> str:
     return report["message"]
 
 
+@dataclass(frozen=True)
+class Raises:
+    """What a mistake raises at the call: the exception, fragments its message
+    holds ("{device}" stands for the device under test) and fragments it must
+    not hold, and what the case's report holds after the error."""
+
+    kind: str
+    fragments: tuple[str, ...]
+    absent: tuple[str, ...] = ()
+    after: Mapping[str, Any] = field(default_factory=dict)
+
+
 # A host out= tensor: CUDA's device error, and the user's tensor keeps its memory.
+HOST_OUT = Raises(
+    "RuntimeError",
+    ("Expected all tensors to be on the same device", "cpu", "{device}:0"),
+    after={"out_after": 1.0},
+)
+# An operator with only a CUDA kernel: the message says how to add one, rather
+# than being torch's list of the backends that have the operator.
+CUDA_ONLY = Raises(
+    "NotImplementedError",
+    ("aten::_fused_dropout", "{device}:0", "CUDA", "torch.library.impl"),
+    absent=("with arguments from the 'CPU' backend",),
+)
+# Overlapping memory: the CPU's error.
+OVERLAP = Raises("RuntimeError", ("unsupported operation",))
+
+RAISES = {
+    "sum_into_host_out": HOST_OUT,
+    "mul_into_host_out": HOST_OUT,
+    # A CPU-only layout: a clear error that says what to do.
+    "to_mkldnn": Raises("NotImplementedError", ("to_mkldnn", "{device}:0", "x.cpu()")),
+    "cuda_only_operator": CUDA_ONLY,
+    "cuda_only_operator_compiled": CUDA_ONLY,
+    # record_stream on a stream the tensor's memory has no work on; the memory
+    # is reused afterwards.
+    "record_stream_of_another_device_index": Raises(
+        "RuntimeError", ("record_stream", "{device}:0", "{device}:1"), after={"reuse": 1024.0}
+    ),
+    "record_stream_of_another_backend": Raises("RuntimeError", ("record_stream",)),
+    # ... and nothing was written.
+    "copy_into_a_shifted_view": replace(OVERLAP, after={"after": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]}),
+    "copy_into_its_transpose": OVERLAP,
+    "add_into_an_overlapping_out": OVERLAP,
+    "queued_mul_into_an_overlapping_out": OVERLAP,
+    "in_place_add_on_an_expanded_tensor": OVERLAP,
+}
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", ["sum_into_host_out", "mul_into_host_out"])
-def test_a_host_out_tensor_raises_the_device_error(children, name: str, device: str) -> None:
+@pytest.mark.parametrize("name", RAISES)
+def test_a_mistake_raises_a_clear_error_at_the_call(children, name: str, device: str) -> None:
+    expected = RAISES[name]
     report = result(children, name, device)
-    raised(
-        report,
-        "RuntimeError",
-        "Expected all tensors to be on the same device",
-        "cpu",
-        f"{device}:0",
-    )
-    assert report["out_after"] == 1.0
-
-
-# CPU-only operators and operators without a kernel: a clear error.
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_a_cpu_only_layout_raises_a_clear_error(children, device: str) -> None:
-    raised(
-        result(children, "to_mkldnn", device),
-        "NotImplementedError",
-        "to_mkldnn",
-        f"{device}:0",
-        "x.cpu()",
-    )
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", ["cuda_only_operator", "cuda_only_operator_compiled"])
-def test_an_operator_with_only_a_cuda_kernel_says_what_to_do(
-    children, name: str, device: str
-) -> None:
-    message = raised(
-        result(children, name, device),
-        "NotImplementedError",
-        "aten::_fused_dropout",
-        f"{device}:0",
-        "CUDA",
-    )
-    assert "torch.library.impl" in message
-    assert "with arguments from the 'CPU' backend" not in message
-
-
-# record_stream on a stream the tensor's memory has no work on.
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_record_stream_of_another_device_raises_at_the_call(children, device: str) -> None:
-    report = result(children, "record_stream_of_another_device_index", device)
-    raised(report, "RuntimeError", "record_stream", f"{device}:0", f"{device}:1")
-    assert report["reuse"] == 1024.0
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_record_stream_of_another_backend_raises_at_the_call(children, device: str) -> None:
-    raised(
-        result(children, "record_stream_of_another_backend", device),
-        "RuntimeError",
-        "record_stream",
-    )
+    fragments = [fragment.format(device=device) for fragment in expected.fragments]
+    message = raised(report, expected.kind, *fragments)
+    for fragment in expected.absent:
+        assert fragment not in message, message
+    for key, value in expected.after.items():
+        assert report[key] == value, report
 
 
 # Exceptions never cross a deleter, a destructor or a worker thread.
@@ -166,27 +165,7 @@ def test_zero_byte_results(children, device: str) -> None:
     assert result(children, "dividing_empty_tensors", device) == {"shape": [0], "values": []}
 
 
-# Overlapping memory: the CPU's errors, and exact aliasing keeps working.
-
-OVERLAP = "unsupported operation"
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize(
-    "name",
-    [
-        "copy_into_a_shifted_view",
-        "copy_into_its_transpose",
-        "add_into_an_overlapping_out",
-        "queued_mul_into_an_overlapping_out",
-        "in_place_add_on_an_expanded_tensor",
-    ],
-)
-def test_overlapping_memory_raises_the_cpu_error(children, name: str, device: str) -> None:
-    report = result(children, name, device)
-    raised(report, "RuntimeError", OVERLAP)
-    if "after" in report:  # nothing was written
-        assert report["after"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+# Overlapping memory that aliases exactly keeps working (the other overlaps: RAISES).
 
 
 @pytest.mark.parametrize("device", DEVICES)

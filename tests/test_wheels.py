@@ -91,35 +91,52 @@ def test_core_wheel_ships_the_plugin_build_kit(wheels: Path) -> None:
     assert "torchplug/cmake/manylinux_compat.h" in names
 
 
-def test_clean_venv_install_autoloads(wheels: Path, tmp_path: Path) -> None:
-    bin_dir, env = clean_venv(tmp_path, *wheels.glob("*.whl"))
-    printed = python_lines(
-        bin_dir,
-        "import torch; print(torch.foo.is_available()); print(repr(torch.ones(2, device='foo') * 3)); "
-        "print(repr(torch.ones(1, device='hpu')))",
-        env,
-        tmp_path,
-    )
-    assert printed == [
-        "True",
-        "tensor([3., 3.], device='foo:0')",
-        "tensor([1.], device='hpu:0')",
-    ]
+@pytest.fixture(scope="module")
+def every_wheel(
+    wheels: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, str]]:
+    """A clean venv with every published wheel installed, as a user installs them
+    side by side (its bin directory and environment)."""
+    return clean_venv(tmp_path_factory.mktemp("every-wheel"), *wheels.glob("*.whl"))
+
+
+@pytest.mark.parametrize(
+    ("env", "code", "printed"),
+    [
+        pytest.param(
+            {},
+            "import torch; print(torch.foo.is_available()); print(repr(torch.ones(2, device='foo') * 3)); "
+            "print(repr(torch.ones(1, device='hpu')))",
+            ["True", "tensor([3., 3.], device='foo:0')", "tensor([1.], device='hpu:0')"],
+            id="foo-and-hpu-autoload",
+        ),
+        # torch_vnpu's compiled operators load from the installed wheel, next to torch_foo.
+        pytest.param(
+            {"TORCHPLUG_PRIVATEUSE1": "npu"},
+            "import torch; x = torch.zeros(2, device='npu'); "
+            "print(torch.accelerator.current_accelerator(), torch.ops.npu.fast_gelu(x).tolist())",
+            ["npu [0.0, 0.0]"],
+            id="npu",
+        ),
+    ],
+)
+def test_clean_venv_install_runs_every_device(
+    every_wheel: tuple[Path, dict[str, str]],
+    tmp_path: Path,
+    env: dict[str, str],
+    code: str,
+    printed: list[str],
+) -> None:
+    bin_dir, venv_env = every_wheel
+    assert python_lines(bin_dir, code, {**venv_env, **env}, tmp_path) == printed
+
+
+def test_clean_venv_install_doctor_reports_active_backends(
+    every_wheel: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    bin_dir, env = every_wheel
     doctor = run(str(bin_dir / "torchplug"), "doctor", "--json", cwd=tmp_path, env=env)
     assert '"status": "active"' in doctor
-
-
-def test_clean_venv_install_of_the_npu_wheel(wheels: Path, tmp_path: Path) -> None:
-    """torch_vnpu's compiled operators load from the installed wheel, next to torch_foo."""
-    bin_dir, env = clean_venv(tmp_path, *wheels.glob("*.whl"))
-    printed = python_lines(
-        bin_dir,
-        "import torch; x = torch.zeros(2, device='npu'); "
-        "print(torch.accelerator.current_accelerator(), torch.ops.npu.fast_gelu(x).tolist())",
-        {**env, "TORCHPLUG_PRIVATEUSE1": "npu"},
-        tmp_path,
-    )
-    assert printed == ["npu [0.0, 0.0]"]
 
 
 def test_conformance_suite_runs_against_an_installed_backend(wheels: Path, tmp_path: Path) -> None:

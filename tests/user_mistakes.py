@@ -150,10 +150,8 @@ def failed_kernel_then_everything_freed(device: str) -> dict[str, Any]:
             product = event = None
     # Tensors, the event and the stream go before the error is reported.
     del a, product, event, side
-    report = outcome(mod.synchronize)
-    report["raised_at_call"] = raised_at_call
-    report["after"] = torch.ones(3, device=device).sum().item()
-    return report
+    report = surfaced(mod.synchronize, raised_at_call)
+    return {**report, "after": torch.ones(3, device=device).sum().item()}
 
 
 # --- zero-byte host-to-device adoption ---------------------------------------
@@ -237,32 +235,33 @@ def failing_kernel_on_a_side_stream(device: str) -> tuple[Any, str | None]:
     return side, None
 
 
+def surfaced(call: Callable[[], Any], raised_at_call: str | None) -> dict[str, Any]:
+    """The outcome of ``call``, the first call that must report a failed kernel's
+    error, and the message the kernel's launch raised (hpu, which is
+    synchronous) or None."""
+    return {**outcome(call), "raised_at_call": raised_at_call}
+
+
 @case
 def error_at_event_synchronize(device: str) -> dict[str, Any]:
     mod = module(device)
     side, at_call = failing_kernel_on_a_side_stream(device)
     event = mod.Event()
     event.record(side)
-    report = outcome(event.synchronize)
-    report["raised_at_call"] = at_call
-    report["later_sync"] = outcome(mod.synchronize)
-    return report
+    report = surfaced(event.synchronize, at_call)
+    return {**report, "later_sync": outcome(mod.synchronize)}
 
 
 @case
 def error_at_stream_synchronize(device: str) -> dict[str, Any]:
     side, at_call = failing_kernel_on_a_side_stream(device)
-    report = outcome(side.synchronize)
-    report["raised_at_call"] = at_call
-    return report
+    return surfaced(side.synchronize, at_call)
 
 
 @case
 def error_at_device_synchronize(device: str) -> dict[str, Any]:
     _, at_call = failing_kernel_on_a_side_stream(device)
-    report = outcome(module(device).synchronize)
-    report["raised_at_call"] = at_call
-    return report
+    return surfaced(module(device).synchronize, at_call)
 
 
 def until_idle(stream: Any) -> None:
@@ -272,24 +271,22 @@ def until_idle(stream: Any) -> None:
         time.sleep(0.005)
 
 
-@case
-def error_at_item(device: str) -> dict[str, Any]:
+def error_at_host_read(device: str, read: Callable[[torch.Tensor], Any]) -> dict[str, Any]:
+    """A failing kernel, then the host reads a new tensor with ``read``: the read reports the error."""
     side, at_call = failing_kernel_on_a_side_stream(device)
     until_idle(side)  # the kernel failed; nothing synchronized with its stream
     x = torch.ones(3, device=device)
-    report = outcome(lambda: x.sum().item())
-    report["raised_at_call"] = at_call
-    return report
+    return surfaced(lambda: read(x), at_call)
+
+
+@case
+def error_at_item(device: str) -> dict[str, Any]:
+    return error_at_host_read(device, lambda x: x.sum().item())
 
 
 @case
 def error_at_cpu(device: str) -> dict[str, Any]:
-    side, at_call = failing_kernel_on_a_side_stream(device)
-    until_idle(side)
-    x = torch.ones(3, device=device)
-    report = outcome(lambda: x.cpu().tolist())
-    report["raised_at_call"] = at_call
-    return report
+    return error_at_host_read(device, lambda x: x.cpu().tolist())
 
 
 # --- serialization ------------------------------------------------------------

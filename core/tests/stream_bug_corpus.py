@@ -41,14 +41,18 @@ def _slow_input(device: str) -> torch.Tensor:
 
 
 @contextmanager
-def _on_slow_side_stream(m: ModuleType) -> Iterator[Any]:
+def _on_slow_side_stream(m: ModuleType, join: bool = False) -> Iterator[Any]:
     """Runs the block on a new side stream, after the current stream's work so
-    far and behind a slow kernel, so that what the block queues finishes late."""
+    far and behind a slow kernel, so that what the block queues finishes late.
+    With ``join``, the current stream then waits for the side stream: the fix
+    of the programs whose mistake is not to."""
     side = m.Stream()
     side.wait_stream(m.current_stream())
     with m.stream(side):
         m._sleep(SLOW_MS)
         yield side
+    if join:
+        m.current_stream().wait_stream(side)
 
 
 # 1. A side stream reads what the default stream produces, without waiting.
@@ -110,10 +114,8 @@ def event_on_wrong_stream(device: str, fixed: bool = False) -> torch.Tensor:
 def inplace_update_races_side_read(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
     weights = torch.ones(N, device=device)
-    with _on_slow_side_stream(m) as side:
+    with _on_slow_side_stream(m, join=fixed) as side:
         snapshot = weights * 1
-    if fixed:
-        m.current_stream().wait_stream(side)
     weights.add_(1)
     m.current_stream().wait_stream(side)
     return snapshot
@@ -158,10 +160,8 @@ def event_recorded_before_work(device: str, fixed: bool = False) -> torch.Tensor
 def side_output_used_without_wait(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
     x = torch.ones(N, device=device)
-    with _on_slow_side_stream(m) as side:
+    with _on_slow_side_stream(m, join=fixed):
         y = torch.relu(x - 0.5)
-    if fixed:
-        m.current_stream().wait_stream(side)
     return y.mean()
 
 
@@ -174,10 +174,8 @@ def optimizer_step_races_forward(device: str, fixed: bool = False) -> torch.Tens
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     inputs = torch.randn(8, 64, device=device)
     model(inputs).square().mean().backward()
-    with _on_slow_side_stream(m) as side:
+    with _on_slow_side_stream(m, join=fixed):
         optimizer.step()
-    if fixed:
-        m.current_stream().wait_stream(side)
     return model(inputs).sum()
 
 
@@ -186,10 +184,8 @@ def optimizer_step_races_forward(device: str, fixed: bool = False) -> torch.Tens
 def context_exit_then_nonblocking_cpu(device: str, fixed: bool = False) -> float:
     m = _module(device)
     x = torch.ones(N, device=device)
-    with _on_slow_side_stream(m) as side:
+    with _on_slow_side_stream(m, join=fixed):
         y = x * 5
-    if fixed:
-        m.current_stream().wait_stream(side)
     host = y.to("cpu", non_blocking=True)
     m.synchronize()
     return float(host[0])
@@ -213,10 +209,8 @@ def staging_buffer_refilled_early(device: str, fixed: bool = False) -> torch.Ten
 def two_streams_write_one_buffer(device: str, fixed: bool = False) -> torch.Tensor:
     m = _module(device)
     out = torch.empty(N, device=device)
-    with _on_slow_side_stream(m) as side:
+    with _on_slow_side_stream(m, join=fixed) as side:
         out.fill_(1)
-    if fixed:
-        m.current_stream().wait_stream(side)
     out.fill_(2)
     m.current_stream().wait_stream(side)
     return out

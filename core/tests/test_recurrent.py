@@ -10,10 +10,6 @@ float32 nn.LSTM is oneDNN's). hpu takes the CPU's own cell code.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 from torch import nn
@@ -21,6 +17,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from device_matrix import active_devices, rerun_as_owner
+from torchplug_testing.child import child_environment, run_python
 
 DEVICES = active_devices()
 FUSED_CELL_DEVICES = {"foo", "npu"}
@@ -314,15 +311,8 @@ def test_cells_in_strict_memory_mode() -> None:
     """Every step of the fused cells is a kernel: none touches device memory from host code."""
     if "foo" not in DEVICES:
         pytest.skip("foo is not active in this process")
-    environment = {**os.environ, "TORCHPLUG_STRICT_MEMORY": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", STRICT_SCENARIO],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environment,
-        check=False,
-    )
+    environment = child_environment(TORCHPLUG_STRICT_MEMORY="1")
+    result = run_python(STRICT_SCENARIO, environment, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "matched" in result.stdout
 

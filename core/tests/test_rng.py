@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from device_matrix import active_devices, rerun_as_owner
+from torchplug_testing.child import child_environment, run_python
 
 DEVICES = active_devices()
 
@@ -25,9 +23,7 @@ print(a.tolist(), b.tolist(), c.tolist())
 
 
 def _draws() -> str:
-    result = subprocess.run(
-        [sys.executable, "-c", DRAWS], capture_output=True, text=True, timeout=120, check=False
-    )
+    result = run_python(DRAWS, child_environment(), timeout=120)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -158,13 +154,7 @@ print(torch.hpu.is_available(), torch.ones(2, device="hpu").sum().item())
 
 
 def test_a_torch_without_the_seed_hook_keeps_hpu_working_and_says_so() -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", WITHOUT_SEED_HOOK],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_python(WITHOUT_SEED_HOOK, child_environment(), timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "2.0"]
     assert "no torch.random._seed_custom_device" in result.stderr

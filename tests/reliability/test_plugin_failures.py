@@ -84,21 +84,32 @@ except AttributeError as error:
 """
 
 
+def run_failing_aaa(
+    plugin_dir: PluginDir, step: str, attribute: str, devices: tuple[str, ...]
+) -> subprocess.CompletedProcess[str]:
+    """A case beside a torch_aaa plugin whose ``step`` (``"prepare"``, before it
+    takes PrivateUse1, or ``"setup"``, after) fails as a missing native library
+    does; it prints PrivateUse1's owner ("owner:"), aaa's state and reason
+    ("aaa:") and the error of ``torch.<attribute>`` ("attribute:")."""
+    plugin_dir.add_torchplug_backend("torch_aaa", "aaa", **{step: "_failing_setup"})
+    return run_case(
+        "import torch\nimport torchplug\n"
+        "print('owner:', torch._C._get_privateuse1_backend_name())\n"
+        "aaa = torchplug.statuses()['aaa']\n"
+        "print('aaa:', aaa.state.value, '|', aaa.reason)\n"
+        + ATTRIBUTE_ERROR_OF.format(name=attribute),
+        devices=devices,
+        plugins=plugin_dir,
+    )
+
+
 def test_plugin_failing_before_it_takes_privateuse1_leaves_it_to_a_working_one(
     plugin_dir: PluginDir,
 ) -> None:
     # "aaa" sorts before foo; before this, it took PrivateUse1 and foo stayed inactive.
-    plugin_dir.add_torchplug_backend("torch_aaa", "aaa", prepare="_failing_setup")
-    result = run_case(
-        "import torch\nimport torchplug\n"
-        "print('owner:', torch._C._get_privateuse1_backend_name())\n"
-        "print('aaa:', torchplug.statuses()['aaa'].state.value)\n"
-        + ATTRIBUTE_ERROR_OF.format(name="aaa"),
-        devices=("foo", "hpu"),
-        plugins=plugin_dir,
-    )
+    result = run_failing_aaa(plugin_dir, "prepare", attribute="aaa", devices=("foo", "hpu"))
     assert line(result, "owner:") == "owner: foo"
-    assert line(result, "aaa:") == "aaa: failed"
+    assert line(result, "aaa:").startswith("aaa: failed |")
     attribute = line(result, "attribute:")
     assert "torch.aaa is unavailable" in attribute
     assert "libvendor_runtime.so.3" in attribute
@@ -111,15 +122,7 @@ def test_plugin_failing_before_it_takes_privateuse1_leaves_it_to_a_working_one(
 def test_plugin_failing_in_setup_says_it_keeps_privateuse1(plugin_dir: PluginDir) -> None:
     # setup runs after rename_privateuse1_backend, which torch accepts once per
     # process: the key cannot go to foo, so every message says so and what to set.
-    plugin_dir.add_torchplug_backend("torch_aaa", "aaa", setup="_failing_setup")
-    result = run_case(
-        "import torch\nimport torchplug\n"
-        "print('owner:', torch._C._get_privateuse1_backend_name())\n"
-        "print('aaa:', torchplug.statuses()['aaa'].reason)\n"
-        + ATTRIBUTE_ERROR_OF.format(name="foo"),
-        devices=("hpu",),
-        plugins=plugin_dir,
-    )
+    result = run_failing_aaa(plugin_dir, "setup", attribute="foo", devices=("hpu",))
     assert line(result, "owner:") == "owner: aaa"
     reason = line(result, "aaa:")
     assert "libvendor_runtime.so.3" in reason

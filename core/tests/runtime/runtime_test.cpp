@@ -48,6 +48,17 @@ void sleep_task(Stream& stream, int milliseconds) {
   stream.enqueue([milliseconds] { std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds)); });
 }
 
+// What `call` throws, which must be an `Error`; any other exception propagates.
+template <typename Error>
+Error thrown_by(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error;
+  }
+  throw std::runtime_error("expected an exception, none was thrown");
+}
+
 }  // namespace
 
 int main() {
@@ -56,13 +67,8 @@ int main() {
     p.configure(3, 1 << 20);
     CHECK(p.device_count() == 3);
     CHECK(p.capacity(2) == (1u << 20));
-    bool threw = false;
-    try {
-      p.check_device(3);
-    } catch (const RuntimeError& e) {
-      threw = std::string(e.what()).find("there are 3 devices") != std::string::npos;
-    }
-    CHECK(threw);
+    const std::string message = thrown_by<RuntimeError>([&] { p.check_device(3); }).what();
+    CHECK(message.find("there are 3 devices") != std::string::npos);
   });
 
   run("malloc accounting, peak and out of memory", [] {
@@ -72,13 +78,8 @@ int main() {
     CHECK(p.device_of(a) == 0);
     CHECK(p.device_of(static_cast<char*>(a) + 100) == 0);
     CHECK(p.stats(0).used_bytes == (600 << 10));
-    bool oom = false;
-    try {
-      p.malloc(0, 600 << 10);
-    } catch (const OutOfMemoryError& e) {
-      oom = e.requested == (600u << 10) && e.free == (424u << 10) && !e.injected;
-    }
-    CHECK(oom);
+    const auto oom = thrown_by<OutOfMemoryError>([&] { p.malloc(0, 600 << 10); });
+    CHECK(oom.requested == (600u << 10) && oom.free == (424u << 10) && !oom.injected);
     CHECK(p.stats(1).used_bytes == 0);  // devices are independent
     p.free(a);
     CHECK(p.stats(0).used_bytes == 0);
@@ -190,25 +191,13 @@ int main() {
 
     Event untimed;
     untimed.record(s);
-    bool refused = false;
-    try {
-      untimed.elapsed_ms(end);
-    } catch (const RuntimeError&) {
-      refused = true;
-    }
-    CHECK(refused);
+    thrown_by<RuntimeError>([&] { untimed.elapsed_ms(end); });
   });
 
   run("stream errors surface on synchronize", [] {
     Stream& s = Platform::get("t_errors").pool_stream(0);
     s.enqueue([] { throw RuntimeError("kernel failed"); });
-    bool rethrown = false;
-    try {
-      s.synchronize();
-    } catch (const RuntimeError& e) {
-      rethrown = std::string(e.what()) == "kernel failed";
-    }
-    CHECK(rethrown);
+    CHECK(std::string(thrown_by<RuntimeError>([&] { s.synchronize(); }).what()) == "kernel failed");
     s.synchronize();  // reported once
   });
 
@@ -218,13 +207,7 @@ int main() {
     s.enqueue([] { throw RuntimeError("kernel failed"); });
     Event after;
     after.record(s);
-    bool rethrown = false;
-    try {
-      after.synchronize();
-    } catch (const RuntimeError& e) {
-      rethrown = std::string(e.what()) == "kernel failed";
-    }
-    CHECK(rethrown);
+    CHECK(std::string(thrown_by<RuntimeError>([&] { after.synchronize(); }).what()) == "kernel failed");
     CHECK(!s.has_error());
     s.synchronize();      // reported by the event: not again
     after.synchronize();  // nor by the event twice

@@ -9,17 +9,18 @@ import sys
 import pytest
 
 
-def torchplug(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def python(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter with ``args``; with ``check``, it must succeed."""
     result = subprocess.run(
-        [sys.executable, "-m", "torchplug.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        [sys.executable, *args], capture_output=True, text=True, timeout=600, check=False
     )
     if check:
         assert result.returncode == 0, result.stderr
     return result
+
+
+def torchplug(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return python("-m", "torchplug.cli", *args, check=check)
 
 
 def test_bench_reports_pinned_and_unpinned_figures_side_by_side() -> None:
@@ -85,12 +86,6 @@ def test_bench_without_this_package_says_what_to_install() -> None:
         "import sys; sys.modules['torchplug_bench'] = None; "
         "from torchplug.cli import main; raise SystemExit(main(['bench', '--only', 'tiny']))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", hide_package],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = python("-c", hide_package, check=False)
     assert result.returncode != 0
     assert "pip install torchplug-bench" in result.stderr

@@ -2,6 +2,8 @@
 
 import textwrap
 
+import pytest
+
 from torchplug_testing.plugin import SUITE_DIR
 
 # Three PrivateUse1 kernels replaced, for the child processes only: one
@@ -34,29 +36,35 @@ CRASHING_KERNELS = textwrap.dedent(
     _library.impl("neg", _hang, "PrivateUse1")
     """
 )
-SELECTION = [
-    f"{SUITE_DIR / 'opinfo_forward.py'}::test_forward[{name}-float32]"
-    for name in ("abs", "add", "neg")
-] + [f"{SUITE_DIR / 'opinfo_backward.py'}::test_backward[exp-float32]"]
 
 
-def test_crashes_and_hangs_are_failures_of_their_tests(run_suite, child_plugin) -> None:
-    environment = child_plugin("crashing_kernels", CRASHING_KERNELS)
-    run = run_suite(
-        "--device",
-        "foo",
-        "-p",
+def suite_tests(module: str, test: str, *cases: str) -> list[str]:
+    """The node ids of ``test`` in the suite module ``module`` for each parameter case."""
+    return [f"{SUITE_DIR / module}::{test}[{case}]" for case in cases]
+
+
+FORWARD_ABS_ADD_NEG = suite_tests(
+    "opinfo_forward.py", "test_forward", "abs-float32", "add-float32", "neg-float32"
+)
+
+
+@pytest.fixture
+def run_with_plugin(run_suite, child_plugin):
+    """Runs the suite on foo in a child pytest that loads ``source`` as the plugin ``name``."""
+
+    def run(name: str, source: str, *args: str):
+        return run_suite("--device", "foo", "-p", name, *args, env=child_plugin(name, source))
+
+    return run
+
+
+def test_crashes_and_hangs_are_failures_of_their_tests(run_with_plugin) -> None:
+    run = run_with_plugin(
         "crashing_kernels",
-        "--dtypes",
-        "float32",
-        "--op-timeout",
-        "5",
-        "-n",
-        "2",
-        "--dist",
-        "loadfile",
-        *SELECTION,
-        env=environment,
+        CRASHING_KERNELS,
+        *["--dtypes", "float32", "--op-timeout", "5", "-n", "2", "--dist", "loadfile"],
+        *FORWARD_ABS_ADD_NEG,
+        *suite_tests("opinfo_backward.py", "test_backward", "exp-float32"),
     )
     # Failed tests, not a crashed run (pytest's exit status 1, a report written).
     assert run.result.returncode == 1, run.result.stdout[-3000:]
@@ -82,41 +90,22 @@ def test_crashes_and_hangs_are_failures_of_their_tests(run_suite, child_plugin) 
 def test_without_the_guard_operators_run_in_the_test_process(run_suite) -> None:
     # For debuggers: the sweep runs in the test process and is reported the same way.
     run = run_suite(
-        "--device",
-        "foo",
-        "--no-crash-guard",
-        "--dtypes",
-        "float32",
-        "-n",
-        "0",
-        f"{SUITE_DIR / 'opinfo_forward.py'}::test_forward[add-float32]",
+        *["--device", "foo", "--no-crash-guard", "--dtypes", "float32", "-n", "0"],
+        *suite_tests("opinfo_forward.py", "test_forward", "add-float32"),
     )
     assert run.result.returncode == 0, run.result.stdout[-3000:]
     figures = run.report["opinfo"]["forward"]["dtypes"]["float32"]
     assert (figures["operators"], figures["samples"], figures["crashes"]) == (1, 3, 0)
 
 
-def test_a_worker_that_cannot_start_fails_the_sweep_tests(run_suite, child_plugin) -> None:
-    environment = child_plugin(
+def test_a_worker_that_cannot_start_fails_the_sweep_tests(run_with_plugin) -> None:
+    run = run_with_plugin(
         "no_worker",
         "import sys\n"
         "if '--opinfo-worker' in sys.argv:\n"
         "    raise SystemExit('this environment cannot start the worker')\n",
-    )
-    run = run_suite(
-        "--device",
-        "foo",
-        "-p",
-        "no_worker",
-        "--dtypes",
-        "float32",
-        "-n",
-        "0",
-        *(
-            f"{SUITE_DIR / 'opinfo_forward.py'}::test_forward[{name}-float32]"
-            for name in ("abs", "add", "neg")
-        ),
-        env=environment,
+        *["--dtypes", "float32", "-n", "0"],
+        *FORWARD_ABS_ADD_NEG,
     )
     assert run.result.returncode == 1, run.result.stdout[-3000:]
     messages = [entry["message"] for entry in run.report["unexpected_failures"]]
@@ -139,21 +128,16 @@ SEGFAULTING_HARDSHRINK = textwrap.dedent(
 )
 
 
-def test_a_module_that_crashes_fails_its_own_test(run_suite, child_plugin) -> None:
+def test_a_module_that_crashes_fails_its_own_test(run_with_plugin) -> None:
     """The ModuleInfo sweep shares the guard's worker: a crash is one module's failure."""
-    environment = child_plugin("crashing_module", SEGFAULTING_HARDSHRINK)
-    run = run_suite(
-        "--device",
-        "foo",
-        "-p",
+    run = run_with_plugin(
         "crashing_module",
+        SEGFAULTING_HARDSHRINK,
         "-n",
         "0",
-        *(
-            f"{SUITE_DIR / 'moduleinfo_forward.py'}::test_forward[nn.{name}-float32]"
-            for name in ("Hardshrink", "Tanh")
+        *suite_tests(
+            "moduleinfo_forward.py", "test_forward", "nn.Hardshrink-float32", "nn.Tanh-float32"
         ),
-        env=environment,
     )
     assert run.result.returncode == 1, run.result.stdout[-3000:]
     crashed = "moduleinfo_forward::test_forward[nn.Hardshrink-float32]"

@@ -39,25 +39,22 @@ def test_test_and_op_entries_match_suite_ids() -> None:
     assert parsed.find("opinfo_forward::test_forward[fftXhfft-float32]") is None
 
 
-def test_full_only_entries_apply_to_full_runs_only() -> None:
+@pytest.mark.parametrize(
+    ("selector", "test_id"),
+    [
+        ('op = "addmm"', "opinfo_forward::test_forward[addmm-float16]"),
+        ('test = "moduleinfo_forward::*"', "moduleinfo_forward::test_forward[nn.Linear-float16]"),
+    ],
+    ids=["op", "test"],
+)
+def test_full_only_entries_apply_to_full_runs_only(selector: str, test_id: str) -> None:
     parsed = expectations.parse(
-        '[[expected_failure]]\nop = "addmm"\nfull_only = true\nreason = "a later sample"\n',
+        f'[[expected_failure]]\n{selector}\nfull_only = true\nreason = "a later sample"\n',
         "inline",
     )
-    test_id = "opinfo_forward::test_forward[addmm-float16]"
     assert parsed.find(test_id, full=True).reason == "a later sample"
     assert parsed.find(test_id, full=False) is None
     assert parsed.applicable(full=False) == []
-
-
-def test_full_only_applies_to_test_entries_too() -> None:
-    parsed = expectations.parse(
-        '[[expected_failure]]\ntest = "moduleinfo_forward::*"\nfull_only = true\nreason = "r"\n',
-        "inline",
-    )
-    test_id = "moduleinfo_forward::test_forward[nn.Linear-float16]"
-    assert parsed.find(test_id, full=True).reason == "r"
-    assert parsed.find(test_id, full=False) is None
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,9 @@ def test_autoload_switch_off_then_explicit_import() -> None:
     assert result.stdout.strip() == "2.0"
 
 
-def _train(device: str, steps: int = 5) -> list[float]:
+def _losses(device: str, steps: int = 5) -> list[float]:
+    """The losses of an MLP's SGD steps on ``device``: the model and the data are
+    made on the CPU from one seed, so that every device starts from the same values."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(16, 32),
@@ -48,24 +50,23 @@ def _train(device: str, steps: int = 5) -> list[float]:
         torch.nn.Linear(32, 32),
         torch.nn.Tanh(),
         torch.nn.Linear(32, 4),
-    )
-    inputs = torch.randn(64, 16)
-    targets = torch.randint(0, 4, (64,))
-    model.to(device)
+    ).to(device)
+    inputs = torch.randn(64, 16).to(device)
+    targets = torch.randint(0, 4, (64,)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    losses = []
-    for _ in range(steps):
+
+    def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(inputs.to(device)), targets.to(device))
+        loss = torch.nn.functional.cross_entropy(model(inputs), targets)
         loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
+        return loss
+
+    return [optimizer.step(closure).item() for _ in range(steps)]
 
 
 def test_mlp_training_matches_cpu() -> None:
-    cpu = _train("cpu")
-    foo = _train("foo")
+    cpu = _losses("cpu")
+    foo = _losses("foo")
     assert cpu[-1] < cpu[0]  # it really trains
     torch.testing.assert_close(foo, cpu, rtol=1e-5, atol=1e-6)
 

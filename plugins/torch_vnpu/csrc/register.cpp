@@ -14,7 +14,10 @@ TORCH_LIBRARY(npu, m) {
   m.def("rms_norm_backward(Tensor grad, Tensor self, Tensor weight, float eps) -> (Tensor, Tensor)");
 }
 
-TORCH_LIBRARY_IMPL(npu, CPU, m) {
+namespace {
+
+// The same kernels serve CPU and npu tensors.
+void register_kernels(torch::Library& m) {
   m.impl("fast_gelu", &torch_vnpu::fast_gelu);
   m.impl("fast_gelu.out", &torch_vnpu::fast_gelu_out);
   m.impl("fast_gelu_backward", &torch_vnpu::fast_gelu_backward);
@@ -22,10 +25,8 @@ TORCH_LIBRARY_IMPL(npu, CPU, m) {
   m.impl("rms_norm_backward", &torch_vnpu::rms_norm_backward);
 }
 
-TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) {
-  m.impl("fast_gelu", &torch_vnpu::fast_gelu);
-  m.impl("fast_gelu.out", &torch_vnpu::fast_gelu_out);
-  m.impl("fast_gelu_backward", &torch_vnpu::fast_gelu_backward);
-  m.impl("rms_norm", &torch_vnpu::rms_norm);
-  m.impl("rms_norm_backward", &torch_vnpu::rms_norm_backward);
-}
+}  // namespace
+
+TORCH_LIBRARY_IMPL(npu, CPU, m) { register_kernels(m); }
+
+TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) { register_kernels(m); }

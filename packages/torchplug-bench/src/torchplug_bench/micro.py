@@ -22,13 +22,9 @@ def _mlp_step(device: str) -> Candidate:
     import torch
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(512, 512),
-        torch.nn.ReLU(),
-        torch.nn.Linear(512, 512),
-        torch.nn.ReLU(),
-        torch.nn.Linear(512, 10),
-    ).to(device)
+    # The row's "3 Linear of width 512": two hidden layers with ReLU, then 10 classes.
+    hidden = [layer for _ in range(2) for layer in (torch.nn.Linear(512, 512), torch.nn.ReLU())]
+    model = torch.nn.Sequential(*hidden, torch.nn.Linear(512, 10)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, foreach=FOREACH)
     inputs = torch.randn(64, 512, device=device)
     labels = torch.randint(0, 10, (64,), device=device)

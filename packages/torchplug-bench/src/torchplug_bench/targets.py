@@ -44,14 +44,15 @@ class Row:
     target: Target
 
 
+def step_time(benchmark: str, name: str, target: Target) -> Row:
+    """A training step's time on the device against the same step's on the CPU."""
+    return Row(benchmark, name, "cpu", "ms", target)
+
+
 # Step times: the device at most as slow as the CPU (asynchronous launches let
 # the host's Python run while the device computes) or within 10% of it.
-MLP_STEP = Row(
-    "mlp",
-    "MLP training step (batch 64, 3 Linear of width 512, SGD)",
-    "cpu",
-    "ms",
-    Target("<=", 1.0),
+MLP_STEP = step_time(
+    "mlp", "MLP training step (batch 64, 3 Linear of width 512, SGD)", Target("<=", 1.0)
 )
 MLP_SANITIZER = Row(
     "mlp", "MLP training step with the stream sanitizer", "sanitizer off", "ms", Target("<=", 3.0)
@@ -82,11 +83,11 @@ COMPILE_TIME_TARGET = Target("<=", 1.20)
 
 
 def zoo_step(model: str) -> Row:
-    return Row("zoo", f"{model} training step (AdamW)", "cpu", "ms", ZOO_STEP_TARGET)
+    return step_time("zoo", f"{model} training step (AdamW)", ZOO_STEP_TARGET)
 
 
 def compiled_step(workload: str) -> Row:
-    return Row("compile", f"compiled {workload} step", "cpu", "ms", COMPILED_STEP_TARGET)
+    return step_time("compile", f"compiled {workload} step", COMPILED_STEP_TARGET)
 
 
 def eager_against_compiled(workload: str) -> Row:

@@ -62,6 +62,11 @@ class ZooModel:
         return model(batch["images"])
 
 
+# The transformers image models' input size and classes, which their batches match.
+_IMAGE_SIZE = 32
+_IMAGE_CLASSES = 5
+
+
 def _tokens(batch_size: int = 2, length: int = 12) -> torch.Tensor:
     return torch.randint(2, VOCAB, (batch_size, length))
 
@@ -82,10 +87,10 @@ def _seq2seq_batch() -> Batch:
     return {"input_ids": _tokens(), "labels": _tokens(length=7)}
 
 
-def _image_batch(size: int = 32, classes: int = 5, batch_size: int = 4) -> Batch:
+def _image_batch(batch_size: int = 4) -> Batch:
     return {
-        "pixel_values": torch.randn(batch_size, 3, size, size),
-        "labels": torch.randint(0, classes, (batch_size,)),
+        "pixel_values": torch.randn(batch_size, 3, _IMAGE_SIZE, _IMAGE_SIZE),
+        "labels": torch.randint(0, _IMAGE_CLASSES, (batch_size,)),
     }
 
 
@@ -101,177 +106,128 @@ def _detection_batch() -> Batch:
     return {"images": [torch.rand(3, 80, 96), torch.rand(3, 64, 64)]}
 
 
-def _lm_sizes() -> dict[str, int]:
-    return {
-        "vocab_size": VOCAB,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "max_position_embeddings": 64,
-        "bos_token_id": 0,
-        "eos_token_id": 1,
-        "pad_token_id": 1,
-    }
+def _transformers(model: str, config: str, **options: Any) -> Callable[[], nn.Module]:
+    """Builds ``transformers.<model>`` from ``transformers.<config>(**options)``.
+
+    transformers is imported only when a model is built: listing the zoo (the
+    report's planned rows) must work without the ``zoo`` extra.
+    """
+
+    def build() -> nn.Module:
+        import transformers
+
+        return getattr(transformers, model)(getattr(transformers, config)(**options))
+
+    return build
 
 
-def _gpt2() -> nn.Module:
-    import transformers
+def _torchvision(model: str, **options: Any) -> Callable[[], nn.Module]:
+    """Builds torchvision's ``model``, randomly initialised (nothing is downloaded)."""
 
-    config = transformers.GPT2Config(
-        vocab_size=VOCAB,
-        n_positions=64,
-        n_embd=32,
-        n_layer=2,
-        n_head=4,
-        bos_token_id=0,
-        eos_token_id=1,
-        pad_token_id=1,
-    )
-    return transformers.GPT2LMHeadModel(config)
+    def build() -> nn.Module:
+        import torchvision
+
+        return torchvision.models.get_model(model, weights=None, **options)
+
+    return build
 
 
-def _bert() -> nn.Module:
-    import transformers
+# The transformers' shared sizes (GPT-2 and T5 call them by their own names).
+_SIZES = {
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+}
+_SPECIAL_TOKENS = {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 1}
+_LANGUAGE_MODEL = {"vocab_size": VOCAB, "max_position_embeddings": 64, **_SIZES, **_SPECIAL_TOKENS}
+_IMAGE_MODEL = {"image_size": _IMAGE_SIZE, "num_labels": _IMAGE_CLASSES}
+_GPT2_SIZES = {"n_positions": 64, "n_embd": 32, "n_layer": 2, "n_head": 4}
+_T5_SIZES = {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4}
 
-    sizes = {k: v for k, v in _lm_sizes().items() if k not in ("bos_token_id", "eos_token_id")}
-    return transformers.BertForMaskedLM(transformers.BertConfig(**sizes))
-
-
-def _t5() -> nn.Module:
-    import transformers
-
-    config = transformers.T5Config(
-        vocab_size=VOCAB,
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_heads=4,
-        decoder_start_token_id=0,
-        pad_token_id=0,
-        eos_token_id=1,
-    )
-    return transformers.T5ForConditionalGeneration(config)
-
-
-def _vit() -> nn.Module:
-    import transformers
-
-    config = transformers.ViTConfig(
-        image_size=32,
-        patch_size=8,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        num_labels=5,
-    )
-    return transformers.ViTForImageClassification(config)
-
-
-def _llama() -> nn.Module:
-    import transformers
-
-    config = transformers.LlamaConfig(**_lm_sizes(), num_key_value_heads=2)
-    return transformers.LlamaForCausalLM(config)
-
-
-def _mixtral() -> nn.Module:
-    import transformers
-
-    config = transformers.MixtralConfig(
-        **_lm_sizes(),
-        num_key_value_heads=2,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        output_router_logits=True,
-    )
-    return transformers.MixtralForCausalLM(config)
-
-
-def _gemma() -> nn.Module:
-    import transformers
-
-    config = transformers.GemmaConfig(**_lm_sizes(), num_key_value_heads=1, head_dim=8)
-    return transformers.GemmaForCausalLM(config)
-
-
-def _wav2vec2() -> nn.Module:
-    import transformers
-
-    config = transformers.Wav2Vec2Config(
-        vocab_size=12,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        conv_dim=(16, 16, 16),
-        conv_stride=(5, 4, 4),
-        conv_kernel=(10, 4, 4),
-        num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=4,
-        mask_time_prob=0.2,
-        mask_time_length=2,
-        pad_token_id=0,
-        # LayerDrop draws from the CPU generator between the device's dropout
-        # draws; on a device (as on CUDA) the two streams are separate, so no
-        # same-seed run could match the CPU's. Dropout itself stays on.
-        layerdrop=0.0,
-    )
-    return transformers.Wav2Vec2ForCTC(config)
-
-
-def _convnext() -> nn.Module:
-    import transformers
-
-    config = transformers.ConvNextConfig(
-        num_channels=3,
-        patch_size=2,
-        hidden_sizes=[16, 32],
-        depths=[1, 1],
-        num_stages=2,
-        num_labels=5,
-        image_size=32,
-    )
-    return transformers.ConvNextForImageClassification(config)
-
-
-def _resnet18() -> nn.Module:
-    import torchvision
-
-    return torchvision.models.resnet18(weights=None, num_classes=10)
-
-
-def _mobilenet_v3_small() -> nn.Module:
-    import torchvision
-
-    return torchvision.models.mobilenet_v3_small(weights=None, num_classes=10)
-
-
-def _fasterrcnn() -> nn.Module:
-    import torchvision
-
-    # Three classes keep random-init scores above the detection threshold, so
-    # the comparison sees boxes.
-    return torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
-        weights=None, weights_backbone=None, num_classes=3
-    )
-
+_GPT2 = _transformers(
+    "GPT2LMHeadModel", "GPT2Config", vocab_size=VOCAB, **_GPT2_SIZES, **_SPECIAL_TOKENS
+)
+# BERT encodes: it has padding but no start or end token.
+_BERT = _transformers(
+    "BertForMaskedLM",
+    "BertConfig",
+    **{k: v for k, v in _LANGUAGE_MODEL.items() if k not in ("bos_token_id", "eos_token_id")},
+)
+_T5 = _transformers(
+    "T5ForConditionalGeneration",
+    "T5Config",
+    vocab_size=VOCAB,
+    **_T5_SIZES,
+    decoder_start_token_id=0,
+    pad_token_id=0,
+    eos_token_id=1,
+)
+_VIT = _transformers(
+    "ViTForImageClassification", "ViTConfig", **_SIZES, **_IMAGE_MODEL, patch_size=8
+)
+_LLAMA = _transformers("LlamaForCausalLM", "LlamaConfig", **_LANGUAGE_MODEL, num_key_value_heads=2)
+_MIXTRAL = _transformers(
+    "MixtralForCausalLM",
+    "MixtralConfig",
+    **_LANGUAGE_MODEL,
+    num_key_value_heads=2,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    output_router_logits=True,
+)
+_GEMMA = _transformers(
+    "GemmaForCausalLM", "GemmaConfig", **_LANGUAGE_MODEL, num_key_value_heads=1, head_dim=8
+)
+_WAV2VEC2 = _transformers(
+    "Wav2Vec2ForCTC",
+    "Wav2Vec2Config",
+    vocab_size=12,
+    **_SIZES,
+    conv_dim=(16, 16, 16),
+    conv_stride=(5, 4, 4),
+    conv_kernel=(10, 4, 4),
+    num_conv_pos_embeddings=16,
+    num_conv_pos_embedding_groups=4,
+    mask_time_prob=0.2,
+    mask_time_length=2,
+    pad_token_id=0,
+    # LayerDrop draws from the CPU generator between the device's dropout
+    # draws; on a device (as on CUDA) the two streams are separate, so no
+    # same-seed run could match the CPU's. Dropout itself stays on.
+    layerdrop=0.0,
+)
+_CONVNEXT = _transformers(
+    "ConvNextForImageClassification",
+    "ConvNextConfig",
+    **_IMAGE_MODEL,
+    num_channels=3,
+    patch_size=2,
+    hidden_sizes=[16, 32],
+    depths=[1, 1],
+    num_stages=2,
+)
+_RESNET18 = _torchvision("resnet18", num_classes=10)
+_MOBILENET_V3_SMALL = _torchvision("mobilenet_v3_small", num_classes=10)
+# Three classes keep random-init scores above the detection threshold, so the
+# comparison sees boxes.
+_FASTERRCNN = _torchvision(
+    "fasterrcnn_mobilenet_v3_large_320_fpn", weights_backbone=None, num_classes=3
+)
 
 MODELS: tuple[ZooModel, ...] = (
-    ZooModel("gpt2", "transformers", _gpt2, _causal_lm_batch, generates=True),
-    ZooModel("bert", "transformers", _bert, _masked_lm_batch),
-    ZooModel("t5", "transformers", _t5, _seq2seq_batch, generates=True),
-    ZooModel("vit", "transformers", _vit, _image_batch),
-    ZooModel("llama", "transformers", _llama, _causal_lm_batch, generates=True),
-    ZooModel("mixtral", "transformers", _mixtral, _causal_lm_batch, generates=True),
-    ZooModel("gemma", "transformers", _gemma, _causal_lm_batch, generates=True),
-    ZooModel("wav2vec2", "transformers", _wav2vec2, _speech_batch),
-    ZooModel("convnext", "transformers", _convnext, _image_batch),
-    ZooModel("resnet18", "torchvision", _resnet18, _vision_batch),
-    ZooModel("mobilenet_v3_small", "torchvision", _mobilenet_v3_small, _vision_batch),
-    ZooModel("fasterrcnn_mobilenet_v3", "torchvision", _fasterrcnn, _detection_batch, trains=False),
+    ZooModel("gpt2", "transformers", _GPT2, _causal_lm_batch, generates=True),
+    ZooModel("bert", "transformers", _BERT, _masked_lm_batch),
+    ZooModel("t5", "transformers", _T5, _seq2seq_batch, generates=True),
+    ZooModel("vit", "transformers", _VIT, _image_batch),
+    ZooModel("llama", "transformers", _LLAMA, _causal_lm_batch, generates=True),
+    ZooModel("mixtral", "transformers", _MIXTRAL, _causal_lm_batch, generates=True),
+    ZooModel("gemma", "transformers", _GEMMA, _causal_lm_batch, generates=True),
+    ZooModel("wav2vec2", "transformers", _WAV2VEC2, _speech_batch),
+    ZooModel("convnext", "transformers", _CONVNEXT, _image_batch),
+    ZooModel("resnet18", "torchvision", _RESNET18, _vision_batch),
+    ZooModel("mobilenet_v3_small", "torchvision", _MOBILENET_V3_SMALL, _vision_batch),
+    ZooModel("fasterrcnn_mobilenet_v3", "torchvision", _FASTERRCNN, _detection_batch, trains=False),
 )
 MODELS_BY_NAME = {model.name: model for model in MODELS}
 

@@ -140,14 +140,15 @@ def describe_samples(figures: Mapping[str, Any], sweep: str = "opinfo") -> str:
     )
 
 
-def opinfo_lines(report: Mapping[str, Any]) -> list[str]:
-    """The OpInfo and ModuleInfo figures of each mode, in total and per dtype."""
+def opinfo_lines(report: Mapping[str, Any], bullet: str = "") -> list[str]:
+    """The OpInfo and ModuleInfo figures of each mode, in total and per dtype (indented
+    under it); ``bullet`` starts each line (Markdown's ``- `` makes a nested list)."""
     lines = []
     for sweep, title in (("opinfo", "OpInfo"), ("modules", "ModuleInfo")):
         for mode, figures in report.get(sweep, {}).items():
-            lines.append(f"{title} {mode}: {describe_samples(figures, sweep)}")
+            lines.append(f"{bullet}{title} {mode}: {describe_samples(figures, sweep)}")
             lines += [
-                f"  {dtype}: {describe_samples(by_dtype, sweep)}"
+                f"  {bullet}{dtype}: {describe_samples(by_dtype, sweep)}"
                 for dtype, by_dtype in figures["dtypes"].items()
             ]
     return lines
@@ -167,13 +168,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     for group, counts in report["groups"].items():
         out.append(f"| {group} | " + " | ".join(str(counts[key]) for key, _ in COLUMNS) + " |")
     out.append("")
-    for sweep, title in (("opinfo", "OpInfo"), ("modules", "ModuleInfo")):
-        for mode, figures in report.get(sweep, {}).items():
-            out.append(f"- {title} {mode}: {describe_samples(figures, sweep)}")
-            out += [
-                f"  - {dtype}: {describe_samples(by_dtype, sweep)}"
-                for dtype, by_dtype in figures["dtypes"].items()
-            ]
+    out += opinfo_lines(report, bullet="- ")
     sections = (
         ("Operators and modules that crashed the process", report["crashes"], "crash"),
         ("Unexpected failures", report["unexpected_failures"], "message"),

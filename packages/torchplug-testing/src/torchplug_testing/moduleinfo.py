@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import logging
 import unittest
 from collections.abc import Iterator
@@ -82,15 +81,11 @@ def input_limit(dtype: torch.dtype, full: bool) -> int | None:
     return INPUTS_PER_MODULE if dtype == PRIMARY_DTYPE else INPUTS_PER_MODULE_OTHER_DTYPES
 
 
-def sweep(mode: str, info: Any, device: str, dtype: torch.dtype, limit: int | None):
+def sweep(
+    mode: str, info: Any, device: str, dtype: torch.dtype, limit: int | None
+) -> opinfo.SweepResult:
     """The whole sweep of one module in this process (no crash guard)."""
-    result = opinfo.SweepResult()
-    try:
-        for outcome in sample_outcomes(mode, info, device, dtype, limit):
-            result.add(outcome)
-    except unittest.SkipTest as skip:
-        result.skip_reason = str(skip)
-    return result
+    return opinfo.collect(sample_outcomes(mode, info, device, dtype, limit))
 
 
 def sample_outcomes(
@@ -101,20 +96,12 @@ def sample_outcomes(
         raise unittest.SkipTest(RANDOM_MODULES[module_id(info)])
     backward = mode == "backward"
     torch.manual_seed(SEED)
-    generated = iter(
-        info.module_inputs_func(
-            info, device="cpu", dtype=dtype, requires_grad=backward, training=True
-        )
+    generated = info.module_inputs_func(
+        info, device="cpu", dtype=dtype, requires_grad=backward, training=True
     )
-    for index in itertools.count() if limit is None else range(limit):
-        try:
-            module_input = next(generated)
-        except StopIteration:
-            return
-        except unittest.SkipTest:
-            raise
-        except Exception as error:
-            yield opinfo.SampleOutcome(index, failure=opinfo.describe(error))
+    for index, module_input, failed in opinfo.numbered(generated, limit):
+        if failed is not None:
+            yield opinfo.SampleOutcome(index, failure=opinfo.describe(failed))
             return
         trainings = (True, False) if info.train_and_eval_differ and not backward else (True,)
         outcome = opinfo.SampleOutcome(index)
@@ -182,18 +169,9 @@ def run(module: torch.nn.Module, arguments: tuple, backward: bool) -> list[torch
     differentiable = [t for t in tensors_of((args, kwargs)) if t.requires_grad] + [
         p for p in module.parameters() if p.requires_grad
     ]
-    outputs = [
-        t
-        for t in tensors_of(output)
-        if t.requires_grad and (t.is_floating_point() or t.is_complex())
-    ]
-    if not differentiable or not outputs:
+    gradients = opinfo.random_output_gradients(tensors_of(output), differentiable)
+    if gradients is None:
         return None
-    generator = torch.Generator().manual_seed(17)
-    grad_outputs = [
-        torch.randn(o.shape, dtype=o.dtype, generator=generator).to(o.device) for o in outputs
-    ]
-    gradients = torch.autograd.grad(outputs, differentiable, grad_outputs, allow_unused=True)
     return [g for g in gradients if g is not None]
 
 

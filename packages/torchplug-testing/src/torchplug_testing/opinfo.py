@@ -16,7 +16,7 @@ import functools
 import itertools
 import logging
 import unittest
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,10 +158,18 @@ def samples(
 ) -> Iterator[tuple[int, Any, BaseException | None]]:
     """``(index, sample, None)`` per sample; ``(index, None, error)`` if generating one failed."""
     torch.manual_seed(0)
-    generated = iter(op.sample_inputs(device, dtype, requires_grad=requires_grad))
+    yield from numbered(op.sample_inputs(device, dtype, requires_grad=requires_grad), limit)
+
+
+def numbered(
+    generated: Iterable[Any], limit: int | None
+) -> Iterator[tuple[int, Any, BaseException | None]]:
+    """The first ``limit`` (None: all) items of a sample generator as ``(index, item, None)``;
+    ``(index, None, error)`` ends it where generating an item failed."""
+    items = iter(generated)
     for index in itertools.count() if limit is None else range(limit):
         try:
-            sample = next(generated)
+            item = next(items)
         except StopIteration:
             return
         except unittest.SkipTest:
@@ -169,7 +177,7 @@ def samples(
         except Exception as error:
             yield index, None, error
             return
-        yield index, sample, None
+        yield index, item, None
 
 
 SEED = 0
@@ -274,25 +282,41 @@ def _gradients(op: Any, arguments: tuple, postprocess: Callable[[Any], Any]) -> 
     sample's ``output_process_fn_grad``: it keeps what is differentiated well
     defined (e.g. eigenvectors up to their phase)."""
     inputs = [t for t in tensors_of(arguments) if t.requires_grad]
-    outputs = [
-        t
-        for t in tensors_of(postprocess(call(op, arguments)))
-        if t.requires_grad and (t.is_floating_point() or t.is_complex())
+    return random_output_gradients(tensors_of(postprocess(call(op, arguments))), inputs)
+
+
+def random_output_gradients(
+    outputs: list[torch.Tensor], inputs: list[torch.Tensor]
+) -> tuple[torch.Tensor | None, ...] | None:
+    """The gradients of ``inputs`` (None where unused) for fixed random gradients of the
+    differentiable ``outputs``; None when either side has nothing differentiable.
+
+    The output gradients come from a CPU generator with a fixed seed, so the
+    device and the CPU differentiate the same function."""
+    differentiable = [
+        t for t in outputs if t.requires_grad and (t.is_floating_point() or t.is_complex())
     ]
-    if not inputs or not outputs:
+    if not inputs or not differentiable:
         return None
     generator = torch.Generator().manual_seed(17)
     grad_outputs = [
-        torch.randn(o.shape, dtype=o.dtype, generator=generator).to(o.device) for o in outputs
+        torch.randn(o.shape, dtype=o.dtype, generator=generator).to(o.device)
+        for o in differentiable
     ]
-    return torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
+    return torch.autograd.grad(differentiable, inputs, grad_outputs, allow_unused=True)
 
 
 def sweep(mode: str, op: Any, device: str, dtype: torch.dtype, limit: int | None) -> SweepResult:
     """The whole sweep of ``op`` in this process."""
+    return collect(sample_outcomes(mode, op, device, dtype, limit))
+
+
+def collect(outcomes: Iterable[SampleOutcome]) -> SweepResult:
+    """A sweep's outcomes, in this process, as a result; a skip raised while
+    generating them is the result's skip reason."""
     result = SweepResult()
     try:
-        for outcome in sample_outcomes(mode, op, device, dtype, limit):
+        for outcome in outcomes:
             result.add(outcome)
     except unittest.SkipTest as skip:
         result.skip_reason = str(skip)

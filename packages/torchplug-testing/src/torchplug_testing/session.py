@@ -201,26 +201,28 @@ class ConformanceSession:
                             f"({100 * by_dtype['pass_rate']:.1f}%) over {by_dtype['operators']} "
                             f"{what}, {by_dtype['crashes']} crashed"
                         )
-        if report["crashes"]:
-            write(
-                f"{len(report['crashes'])} operator(s)/module(s) crashed the process running them:"
-            )
-            for crash in report["crashes"]:
-                write(f"  {crash['mode']} {crash['op']} {crash['dtype']}: {crash['crash']}")
-        if report["newly_passing"]:
-            write(
-                f"{len(report['newly_passing'])} expected failure(s) now pass; remove them from "
-                f"{self.expected.source}:"
-            )
-            for entry in report["newly_passing"]:
-                write(f"  {entry['test']}")
-        if report["stale_expectations"]:
-            write(
-                f"{len(report['stale_expectations'])} expectation entr(ies) matched no test in "
-                "this run:"
-            )
-            for pattern in report["stale_expectations"]:
-                write(f"  {pattern}")
+        listings = (
+            (
+                report["crashes"],
+                "operator(s)/module(s) crashed the process running them:",
+                lambda crash: f"{crash['mode']} {crash['op']} {crash['dtype']}: {crash['crash']}",
+            ),
+            (
+                report["newly_passing"],
+                f"expected failure(s) now pass; remove them from {self.expected.source}:",
+                lambda entry: entry["test"],
+            ),
+            (
+                report["stale_expectations"],
+                "expectation entr(ies) matched no test in this run:",
+                str,
+            ),
+        )
+        for entries, heading, describe in listings:
+            if entries:
+                write(f"{len(entries)} {heading}")
+                for entry in entries:
+                    write(f"  {describe(entry)}")
         write(f"unexpected failures: {len(report['unexpected_failures'])}")
 
 

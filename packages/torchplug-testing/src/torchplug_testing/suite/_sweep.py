@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import pytest
 import torch
 
@@ -10,10 +14,40 @@ from torchplug_testing.guard import OpinfoRunner
 from torchplug_testing.session import sweep_options
 
 
+@dataclass(frozen=True)
+class _Sweep:
+    """What tells the operator sweep's tests from the module sweep's."""
+
+    # The test's user property that the session's summary reads the figures from.
+    figures_key: str
+    # Prepended to the mode: how the crash guard's worker tells the sweeps apart.
+    request_prefix: str
+    name: Callable[[Any], str]
+    limit: Callable[[torch.dtype, bool], int | None]
+    # The skip reason when the CPU accepts none of the samples.
+    nothing_ran: str
+
+
+_OPERATORS = _Sweep(
+    "opinfo_samples",
+    "",
+    opinfo.op_id,
+    opinfo.sample_limit,
+    "no sample of this operator runs on the CPU",
+)
+_MODULES = _Sweep(
+    "module_samples",
+    moduleinfo.REQUEST_PREFIX,
+    moduleinfo.module_id,
+    moduleinfo.input_limit,
+    "the CPU runs no input of this module in this dtype",
+)
+
+
 def parameters(mode: str) -> list:
     dtypes, _ = sweep_options()
     return [
-        pytest.param(op, dtype, id=f"{opinfo.op_id(op)}-{str(dtype).removeprefix('torch.')}")
+        pytest.param(op, dtype, id=f"{opinfo.op_id(op)}-{dtype_name(dtype)}")
         for dtype in dtypes
         for op in opinfo.operators(mode, dtype)
     ]
@@ -27,29 +61,7 @@ def run(
     runner: OpinfoRunner,
     request: pytest.FixtureRequest,
 ) -> None:
-    _, full = sweep_options()
-    result = runner.run(mode, op, dtype, opinfo.sample_limit(dtype, full))
-    request.node.user_properties.append(
-        (
-            "opinfo_samples",
-            {
-                "mode": mode,
-                "op": opinfo.op_id(op),
-                "dtype": str(dtype).removeprefix("torch."),
-                "device": device,
-                "total": result.total,
-                "passed": result.passed,
-                "crash": result.crash,
-            },
-        )
-    )
-    if result.skip_reason is not None:
-        pytest.skip(result.skip_reason)
-    if result.total == 0:
-        pytest.skip("no sample of this operator runs on the CPU")
-    result.raise_if_failed(
-        f"{opinfo.op_id(op)} {mode} in {str(dtype).removeprefix('torch.')} on {device}"
-    )
+    _run(_OPERATORS, mode, op, dtype, device, runner, request)
 
 
 def module_parameters(mode: str) -> list:
@@ -69,14 +81,26 @@ def run_module(
     runner: OpinfoRunner,
     request: pytest.FixtureRequest,
 ) -> None:
+    _run(_MODULES, mode, info, dtype, device, runner, request)
+
+
+def _run(
+    sweep: _Sweep,
+    mode: str,
+    subject: Any,
+    dtype: torch.dtype,
+    device: str,
+    runner: OpinfoRunner,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Sweeps ``subject`` (an operator or a module) through the crash guard, records
+    its figures for the session's summary, and passes, skips or fails the test."""
     _, full = sweep_options()
-    result = runner.run(
-        moduleinfo.REQUEST_PREFIX + mode, info, dtype, moduleinfo.input_limit(dtype, full)
-    )
-    name = moduleinfo.module_id(info)
+    result = runner.run(sweep.request_prefix + mode, subject, dtype, sweep.limit(dtype, full))
+    name = sweep.name(subject)
     request.node.user_properties.append(
         (
-            "module_samples",
+            sweep.figures_key,
             {
                 "mode": mode,
                 "op": name,
@@ -91,7 +115,7 @@ def run_module(
     if result.skip_reason is not None:
         pytest.skip(result.skip_reason)
     if result.total == 0:
-        pytest.skip("the CPU runs no input of this module in this dtype")
+        pytest.skip(sweep.nothing_ran)
     result.raise_if_failed(f"{name} {mode} in {dtype_name(dtype)} on {device}")
 
 

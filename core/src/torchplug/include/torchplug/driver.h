@@ -1,0 +1,474 @@
+/*
+ * The torchplug driver interface: how the core reaches a device runtime.
+ *
+ * A driver is a shared library that exports one C function,
+ *
+ *     const TPD_Api* TPD_GetApi(void);
+ *
+ * returning a table of function pointers. The core (the only code that knows
+ * torch) calls the device through this table alone; a driver includes no torch
+ * header and links neither libtorch nor libpython, so one driver binary serves
+ * every torch release the core is built for. It can be written in C, C++ or
+ * Rust over a vendor's runtime; torchplug's simulator is one (libtorchplug_simulator).
+ *
+ * Versioning. `api_version.major` must equal the core's TPD_API_MAJOR; minor
+ * versions only append members to the table and to argument structs. Every
+ * argument struct starts with `struct_size` (the caller sets it to
+ * TPD_<Struct>_STRUCT_SIZE of its header) so a driver built against an older
+ * or newer header knows which members the caller has: a driver reads a member
+ * only when `struct_size` covers it, and writes outputs only within it.
+ * Optional features are extensions, found at run time by walking
+ * `TPD_Api.extension_start` (a chain of TPD_ExtensionBase).
+ *
+ * Errors. Every function returns NULL on success or a TPD_Error the caller
+ * owns: it reads the code and message, then destroys it with error_destroy.
+ *
+ * Threads. Every function may be called from any thread, concurrently, except
+ * that a handle must not be used during or after its destroy call.
+ */
+#ifndef TORCHPLUG_DRIVER_H_
+#define TORCHPLUG_DRIVER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TPD_API_MAJOR 1
+#define TPD_API_MINOR 0
+#define TPD_ENTRY_POINT "TPD_GetApi"
+
+/* The size of a struct up to and including `member`: what a caller of this
+ * header puts in struct_size, and what a driver compares it with before
+ * reading a member appended in a later minor version. */
+#define TPD_STRUCT_SIZE(type, member) (offsetof(type, member) + sizeof(((type*)0)->member))
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum {
+  TPD_SUCCESS = 0,
+  TPD_INVALID_ARGUMENT = 1,  /* a NULL where a value is needed, a bad size or flag */
+  TPD_INVALID_DEVICE = 2,    /* a device index outside [0, device_count) */
+  TPD_INVALID_HANDLE = 3,    /* a stream, event or pointer this driver did not hand out, or destroyed */
+  TPD_OUT_OF_MEMORY = 4,     /* the device (or pinned host memory) cannot hold the allocation */
+  TPD_NOT_READY = 5,         /* a query's work has not finished (not a failure) */
+  TPD_UNSUPPORTED = 6,       /* not offered by this driver or device */
+  TPD_VERSION_MISMATCH = 7,  /* a struct or major version this driver cannot serve */
+  TPD_EXECUTION_FAILED = 8,  /* work on a stream failed: a kernel fault, a failed host function */
+  TPD_UNAVAILABLE = 9,       /* the device cannot be used here (e.g. in a child forked after use) */
+  TPD_INTERNAL = 10,         /* a driver defect */
+} TPD_ErrorCode;
+
+typedef struct TPD_Error TPD_Error;
+
+typedef struct {
+  size_t struct_size;
+  TPD_Error* error;
+} TPD_Error_Destroy_Args;
+#define TPD_Error_Destroy_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Error_Destroy_Args, error)
+
+typedef struct {
+  size_t struct_size;
+  const TPD_Error* error;
+  const char* message; /* out: NUL-terminated, valid until the error is destroyed */
+  size_t message_size; /* out: without the NUL */
+} TPD_Error_Message_Args;
+#define TPD_Error_Message_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Error_Message_Args, message_size)
+
+typedef struct {
+  size_t struct_size;
+  const TPD_Error* error;
+  TPD_ErrorCode code; /* out */
+} TPD_Error_GetCode_Args;
+#define TPD_Error_GetCode_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Error_GetCode_Args, code)
+
+/* --------------------------------------------------------------- clients */
+
+/* A client is one backend's view of the driver: its own devices, memory,
+ * streams and events. A driver serving several backends in one process (the
+ * simulator serves foo, npu and hpu) keeps their devices apart by client. */
+typedef struct TPD_Client TPD_Client;
+typedef struct TPD_Stream TPD_Stream;
+typedef struct TPD_Event TPD_Event;
+
+typedef struct {
+  size_t struct_size;
+  const char* name;    /* the backend's device name ("npu"); the simulator keys its devices by it */
+  const char* options; /* driver-specific "key=value;key=value" settings, or NULL */
+  TPD_Client* client;  /* out */
+} TPD_Client_Create_Args;
+#define TPD_Client_Create_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Client_Create_Args, client)
+
+/* Destroys the client's handles; memory still allocated is released. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+} TPD_Client_Destroy_Args;
+#define TPD_Client_Destroy_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Client_Destroy_Args, client)
+
+/* ---------------------------------------------------------------- devices */
+
+/* Capability flags of TPD_DeviceProperties.capabilities. */
+#define TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY (1u << 0) /* the host may read and write device pointers */
+#define TPD_CAPABILITY_PEER_COPY (1u << 1)               /* copies between two devices of the client */
+#define TPD_CAPABILITY_TIMING_EVENTS (1u << 2)           /* event_elapsed_time works */
+#define TPD_CAPABILITY_STREAM_PRIORITIES (1u << 3)       /* priorities other than 0 take effect */
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device_count; /* out */
+} TPD_Client_DeviceCount_Args;
+#define TPD_Client_DeviceCount_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Client_DeviceCount_Args, device_count)
+
+typedef struct {
+  size_t struct_size;
+  char name[64];                 /* NUL-terminated */
+  uint64_t total_memory;         /* bytes */
+  uint64_t capabilities;         /* TPD_CAPABILITY_* */
+  int stream_priority_greatest;  /* the most urgent priority (the lowest number, as in CUDA) */
+  int stream_priority_least;     /* the default priority, 0 */
+  uint32_t memory_alignment;     /* every allocation's address is a multiple of it */
+} TPD_DeviceProperties;
+#define TPD_DeviceProperties_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_DeviceProperties, memory_alignment)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  TPD_DeviceProperties* properties; /* out: the caller sets properties->struct_size */
+} TPD_Device_GetProperties_Args;
+#define TPD_Device_GetProperties_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Device_GetProperties_Args, properties)
+
+/* ----------------------------------------------------------------- memory */
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  size_t size;   /* bytes; 0 gives a NULL pointer and no error */
+  void* pointer; /* out: a device address (host-dereferenceable only with HOST_ADDRESSABLE_MEMORY) */
+} TPD_Memory_Allocate_Args;
+#define TPD_Memory_Allocate_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Memory_Allocate_Args, pointer)
+
+/* Frees device memory right away: the caller has made sure no queued work uses it. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  void* pointer; /* from memory_allocate; NULL is allowed */
+} TPD_Memory_Free_Args;
+#define TPD_Memory_Free_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Memory_Free_Args, pointer)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  uint64_t free_bytes;  /* out */
+  uint64_t total_bytes; /* out */
+} TPD_Memory_GetInfo_Args;
+#define TPD_Memory_GetInfo_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Memory_GetInfo_Args, total_bytes)
+
+/* Page-locked host memory the device copies from and to asynchronously. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  size_t size;
+  void* pointer; /* out: a host address */
+} TPD_HostMemory_Allocate_Args;
+#define TPD_HostMemory_Allocate_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_HostMemory_Allocate_Args, pointer)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  void* pointer; /* from host_memory_allocate; NULL is allowed */
+} TPD_HostMemory_Free_Args;
+#define TPD_HostMemory_Free_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_HostMemory_Free_Args, pointer)
+
+/* ---------------------------------------------------------------- streams */
+
+/* A stream runs its work in order; work on different streams may overlap. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  int priority;       /* in [stream_priority_greatest, stream_priority_least]; 0 is the default */
+  TPD_Stream* stream; /* out */
+} TPD_Stream_Create_Args;
+#define TPD_Stream_Create_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_Create_Args, stream)
+
+/* Waits for the stream's work, then destroys it. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+} TPD_Stream_Destroy_Args;
+#define TPD_Stream_Destroy_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_Destroy_Args, stream)
+
+/* Also the argument of stream_synchronize. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+  int idle; /* out (stream_query): 1 when all work queued so far has finished */
+} TPD_Stream_Query_Args;
+#define TPD_Stream_Query_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_Query_Args, idle)
+
+/* Work queued on `stream` later waits until `event`'s captured work finished.
+ * An event never recorded makes no wait. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+  TPD_Event* event;
+} TPD_Stream_WaitEvent_Args;
+#define TPD_Stream_WaitEvent_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_WaitEvent_Args, event)
+
+/* A host function runs on a driver thread in the stream's order. Returning
+ * non-zero fails the stream: `message` (capacity `message_size`) takes a
+ * NUL-terminated reason, and the next stream_synchronize (or event_synchronize
+ * of an event recorded after it) returns TPD_EXECUTION_FAILED with it. */
+typedef int (*TPD_HostFunction)(void* user_data, char* message, size_t message_size);
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+  TPD_HostFunction function;
+  void* user_data;
+} TPD_Stream_LaunchHostFunction_Args;
+#define TPD_Stream_LaunchHostFunction_Args_STRUCT_SIZE \
+  TPD_STRUCT_SIZE(TPD_Stream_LaunchHostFunction_Args, user_data)
+
+/* ------------------------------------------------------------ memset/copy */
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+  void* pointer; /* device memory */
+  int value;     /* the byte written */
+  size_t size;
+} TPD_Memory_SetAsync_Args;
+#define TPD_Memory_SetAsync_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Memory_SetAsync_Args, size)
+
+typedef enum {
+  TPD_COPY_HOST_TO_DEVICE = 0,
+  TPD_COPY_DEVICE_TO_HOST = 1,
+  TPD_COPY_DEVICE_TO_DEVICE = 2, /* the same device, or peers with TPD_CAPABILITY_PEER_COPY */
+} TPD_CopyKind;
+
+/* Copies in `stream`'s order. Host memory that is not from
+ * host_memory_allocate may be copied before the call returns (as CUDA does
+ * with pageable memory); pinned host memory must stay valid until the copy
+ * has run. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+  void* destination;
+  const void* source;
+  size_t size;
+  TPD_CopyKind kind;
+} TPD_Memory_CopyAsync_Args;
+#define TPD_Memory_CopyAsync_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Memory_CopyAsync_Args, kind)
+
+/* ----------------------------------------------------------------- events */
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  int enable_timing;
+  TPD_Event* event; /* out */
+} TPD_Event_Create_Args;
+#define TPD_Event_Create_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Event_Create_Args, event)
+
+/* Also the argument of event_destroy and event_synchronize. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Event* event;
+  int completed; /* out (event_query): 1 when the captured work finished, or never recorded */
+} TPD_Event_Query_Args;
+#define TPD_Event_Query_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Event_Query_Args, completed)
+
+/* Captures the work queued on `stream` so far; recording again moves the mark. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Event* event;
+  TPD_Stream* stream;
+} TPD_Event_Record_Args;
+#define TPD_Event_Record_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Event_Record_Args, stream)
+
+/* Both events recorded with timing and completed. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Event* start;
+  TPD_Event* end;
+  double milliseconds; /* out */
+} TPD_Event_ElapsedTime_Args;
+#define TPD_Event_ElapsedTime_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Event_ElapsedTime_Args, milliseconds)
+
+/* ------------------------------------------------------------- extensions */
+
+typedef enum {
+  TPD_EXTENSION_IPC = 1,             /* TPD_IpcExtension: memory shared between processes */
+  TPD_EXTENSION_PROFILER = 2,        /* TPD_ProfilerExtension: device timestamps */
+  TPD_EXTENSION_GRAPH_CAPTURE = 3,   /* reserved: capture a stream's work into a replayable graph */
+  TPD_EXTENSION_KERNEL_MODULES = 4,  /* reserved: load device code, launch its functions */
+  TPD_EXTENSION_SIMULATOR = 100,     /* TPD_SimulatorExtension: the simulator's own controls */
+} TPD_ExtensionType;
+
+typedef struct TPD_ExtensionBase {
+  size_t struct_size;
+  TPD_ExtensionType type;
+  const struct TPD_ExtensionBase* next; /* NULL ends the chain */
+} TPD_ExtensionBase;
+
+/* IPC: a handle names device memory so another process can map it. */
+#define TPD_IPC_HANDLE_SIZE 64
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  void* pointer;                          /* the start of an allocation */
+  unsigned char handle[TPD_IPC_HANDLE_SIZE]; /* out */
+} TPD_Ipc_GetHandle_Args;
+#define TPD_Ipc_GetHandle_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Ipc_GetHandle_Args, handle)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  const unsigned char* handle; /* TPD_IPC_HANDLE_SIZE bytes from ipc_get_handle in any process */
+  void* pointer;               /* out: mapped until ipc_close */
+  size_t size;                 /* out */
+} TPD_Ipc_Open_Args;
+#define TPD_Ipc_Open_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Ipc_Open_Args, size)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  void* pointer; /* from ipc_open */
+} TPD_Ipc_Close_Args;
+#define TPD_Ipc_Close_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Ipc_Close_Args, pointer)
+
+typedef struct {
+  size_t struct_size;
+  TPD_ExtensionType type;
+  const TPD_ExtensionBase* next;
+  TPD_Error* (*ipc_get_handle)(TPD_Ipc_GetHandle_Args* args);
+  TPD_Error* (*ipc_open)(TPD_Ipc_Open_Args* args);
+  TPD_Error* (*ipc_close)(TPD_Ipc_Close_Args* args);
+} TPD_IpcExtension;
+#define TPD_IpcExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_IpcExtension, ipc_close)
+
+/* Profiler: when an event completed, on the clock the host's profiler uses
+ * (steady, nanoseconds), so device activity lines up with host activity. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Event* event; /* recorded with timing, completed */
+  int64_t nanoseconds; /* out */
+} TPD_Profiler_EventTimestamp_Args;
+#define TPD_Profiler_EventTimestamp_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Profiler_EventTimestamp_Args, nanoseconds)
+
+typedef struct {
+  size_t struct_size;
+  TPD_ExtensionType type;
+  const TPD_ExtensionBase* next;
+  TPD_Error* (*event_timestamp)(TPD_Profiler_EventTimestamp_Args* args);
+} TPD_ProfilerExtension;
+#define TPD_ProfilerExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_ProfilerExtension, event_timestamp)
+
+/* The simulator's controls: device count and capacity (before first use),
+ * and fault injection for tests. Other drivers do not offer it. */
+typedef enum {
+  TPD_SIMULATOR_FAIL_ALLOCATIONS = 0, /* the next `count` allocations on the device fail as if full */
+  TPD_SIMULATOR_FAIL_KERNELS = 1,     /* the next `count` host functions on the device fail while they run */
+} TPD_SimulatorFault;
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device_count;
+  uint64_t capacity_bytes; /* per device */
+} TPD_Simulator_Configure_Args;
+#define TPD_Simulator_Configure_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_Configure_Args, capacity_bytes)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  TPD_SimulatorFault fault;
+  int count;
+} TPD_Simulator_InjectFault_Args;
+#define TPD_Simulator_InjectFault_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_InjectFault_Args, count)
+
+typedef struct {
+  size_t struct_size;
+  TPD_ExtensionType type;
+  const TPD_ExtensionBase* next;
+  TPD_Error* (*configure)(TPD_Simulator_Configure_Args* args);
+  TPD_Error* (*inject_fault)(TPD_Simulator_InjectFault_Args* args);
+} TPD_SimulatorExtension;
+#define TPD_SimulatorExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_SimulatorExtension, inject_fault)
+
+/* ------------------------------------------------------------------ table */
+
+typedef struct {
+  int major;
+  int minor;
+} TPD_ApiVersion;
+
+typedef struct TPD_Api {
+  size_t struct_size;
+  const TPD_ExtensionBase* extension_start;
+  TPD_ApiVersion api_version;
+  const char* driver_name;    /* "torchplug simulator", or the vendor's */
+  const char* driver_version; /* the driver's own release */
+
+  void (*error_destroy)(TPD_Error_Destroy_Args* args);
+  void (*error_message)(TPD_Error_Message_Args* args);
+  TPD_Error* (*error_get_code)(TPD_Error_GetCode_Args* args);
+
+  TPD_Error* (*client_create)(TPD_Client_Create_Args* args);
+  TPD_Error* (*client_destroy)(TPD_Client_Destroy_Args* args);
+  TPD_Error* (*client_device_count)(TPD_Client_DeviceCount_Args* args);
+  TPD_Error* (*device_get_properties)(TPD_Device_GetProperties_Args* args);
+
+  TPD_Error* (*memory_allocate)(TPD_Memory_Allocate_Args* args);
+  TPD_Error* (*memory_free)(TPD_Memory_Free_Args* args);
+  TPD_Error* (*memory_get_info)(TPD_Memory_GetInfo_Args* args);
+  TPD_Error* (*host_memory_allocate)(TPD_HostMemory_Allocate_Args* args);
+  TPD_Error* (*host_memory_free)(TPD_HostMemory_Free_Args* args);
+  TPD_Error* (*memory_set_async)(TPD_Memory_SetAsync_Args* args);
+  TPD_Error* (*memory_copy_async)(TPD_Memory_CopyAsync_Args* args);
+
+  TPD_Error* (*stream_create)(TPD_Stream_Create_Args* args);
+  TPD_Error* (*stream_destroy)(TPD_Stream_Destroy_Args* args);
+  TPD_Error* (*stream_query)(TPD_Stream_Query_Args* args);
+  TPD_Error* (*stream_synchronize)(TPD_Stream_Query_Args* args);
+  TPD_Error* (*stream_wait_event)(TPD_Stream_WaitEvent_Args* args);
+  TPD_Error* (*stream_launch_host_function)(TPD_Stream_LaunchHostFunction_Args* args);
+
+  TPD_Error* (*event_create)(TPD_Event_Create_Args* args);
+  TPD_Error* (*event_destroy)(TPD_Event_Query_Args* args);
+  TPD_Error* (*event_record)(TPD_Event_Record_Args* args);
+  TPD_Error* (*event_query)(TPD_Event_Query_Args* args);
+  TPD_Error* (*event_synchronize)(TPD_Event_Query_Args* args);
+  TPD_Error* (*event_elapsed_time)(TPD_Event_ElapsedTime_Args* args);
+} TPD_Api;
+#define TPD_Api_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Api, event_elapsed_time)
+
+/* The one symbol a driver exports. */
+typedef const TPD_Api* (*TPD_GetApiFunction)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TORCHPLUG_DRIVER_H_ */
