@@ -68,8 +68,7 @@ void Event::synchronize() const {
     std::lock_guard<std::mutex> lock(mark->mutex);
     error = std::exchange(mark->error, nullptr);
   }
-  if (error) {
-    mark->stream->forget_error(error);
+  if (error && mark->stream->forget_error(error)) {
     std::rethrow_exception(error);
   }
 }
@@ -102,6 +101,18 @@ double Event::elapsed_ms(const Event& end) const {
   start_mark->wait();
   end_mark->wait();
   return std::chrono::duration<double, std::milli>(end_mark->time - start_mark->time).count();
+}
+
+std::optional<std::chrono::steady_clock::time_point> Event::completion_time() const {
+  auto mark = current();
+  if (!mark) {
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> lock(mark->mutex);
+  if (!mark->done) {
+    return std::nullopt;
+  }
+  return mark->time;
 }
 
 }  // namespace torchplug::runtime

@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace torchplug::runtime {
 
@@ -21,12 +22,16 @@ class Event {
   // True when the captured work has finished (or the event was never recorded).
   bool query() const;
   // Waits for the captured work; rethrows the error a task of the stream
-  // raised before the mark (once: that error is then reported as handled).
+  // raised before the mark, unless the stream's synchronize or another event
+  // reported it already: an error is reported once.
   void synchronize() const;
   // Makes work queued later on `stream` wait for this event.
   void block(Stream& stream) const;
   // Milliseconds from this event to `end`; both must be recorded with timing.
   double elapsed_ms(const Event& end) const;
+  // When the captured work finished (a profiler's timestamp); empty while it
+  // runs or when the event was never recorded.
+  std::optional<std::chrono::steady_clock::time_point> completion_time() const;
   bool timing_enabled() const { return enable_timing_; }
   int device() const;
 
@@ -36,7 +41,9 @@ class Event {
     std::condition_variable done_cv;
     bool done = false;
     std::chrono::steady_clock::time_point time;
-    Stream* stream = nullptr;  // streams live as long as their platform, for the process
+    // A platform's streams live for the process; whoever owns a stream of
+    // its own (the simulator driver) keeps it while an event's mark points to it.
+    Stream* stream = nullptr;
     std::exception_ptr error;  // a task of `stream` failed before the mark
     void complete(std::exception_ptr failure = nullptr);
     void wait();

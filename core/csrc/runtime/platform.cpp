@@ -13,8 +13,6 @@
 namespace torchplug::runtime {
 namespace {
 
-constexpr size_t kAlignment = 64;
-
 thread_local std::array<int, Platform::kMaxPlatforms> current_devices{};
 
 std::string format_bytes(size_t bytes) {
@@ -173,7 +171,7 @@ void* Platform::malloc(int device_index, size_t bytes) {
   void* pointer = nullptr;
   if (strict_mode()) {
     pointer = map_protected(bytes);
-  } else if (posix_memalign(&pointer, kAlignment, bytes == 0 ? kAlignment : bytes) != 0) {
+  } else if (posix_memalign(&pointer, kMemoryAlignment, bytes == 0 ? kMemoryAlignment : bytes) != 0) {
     pointer = nullptr;
   }
   if (pointer == nullptr) {
@@ -336,6 +334,12 @@ Stream& Platform::stream(int device_index, int64_t id) {
                        std::to_string(device_index) + ".");
   }
   return *dev.streams[id];
+}
+
+std::unique_ptr<Stream> Platform::create_stream(int device_index, int priority) {
+  check_device(device_index);
+  mark_initialized();
+  return std::make_unique<Stream>(device_index, next_created_stream_id_.fetch_add(1), priority);
 }
 
 Stream& Platform::pool_stream(int device_index, int priority) {

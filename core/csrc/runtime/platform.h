@@ -32,6 +32,8 @@ class Platform {
   static constexpr int kMaxDevices = 16;
   static constexpr int kMaxPlatforms = 16;
   static constexpr int kStreamPoolSize = 32;
+  // Every device allocation's address is a multiple of it.
+  static constexpr size_t kMemoryAlignment = 64;
 
   // The platform called `name`, created with the defaults on first use.
   static Platform& get(const std::string& name);
@@ -84,6 +86,10 @@ class Platform {
   // A stream from the device's pool (round robin, as real drivers do).
   Stream& pool_stream(int device, int priority = 0);
   Stream& stream(int device, int64_t id);
+  // A stream its caller owns (a driver client's), apart from the default
+  // stream and the pool; the device counts as in use from then on, as with
+  // the platform's own streams.
+  std::unique_ptr<Stream> create_stream(int device, int priority);
   void synchronize(int device);
   // Every stream of `device` created so far.
   std::vector<Stream*> streams(int device);
@@ -114,6 +120,8 @@ class Platform {
   std::atomic<bool> initialized_{false};
   std::atomic<bool> in_bad_fork_{false};
   std::vector<std::unique_ptr<Device>> devices_;
+  // Ids of created streams start past the pool's, so no two streams of a device share one.
+  std::atomic<int64_t> next_created_stream_id_{kStreamPoolSize + 1};
   mutable std::mutex segments_mutex_;
   std::map<const char*, std::pair<size_t, int>> segments_;  // base -> (bytes, device)
   mutable std::mutex host_mutex_;

@@ -63,12 +63,14 @@ std::exception_ptr Stream::pending_error() {
   return error_;
 }
 
-void Stream::forget_error(const std::exception_ptr& error) {
+bool Stream::forget_error(const std::exception_ptr& error) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (error_ == error) {
-    error_ = nullptr;
-    has_error_.store(false, std::memory_order_release);
+  if (error_ != error) {
+    return false;
   }
+  error_ = nullptr;
+  has_error_.store(false, std::memory_order_release);
+  return true;
 }
 
 void Stream::wait_idle() {

@@ -36,9 +36,10 @@ class Stream {
   bool has_error() const { return has_error_.load(std::memory_order_acquire); }
   // That error, left for synchronize() (null if none).
   std::exception_ptr pending_error();
-  // Forgets `error` if it is still the pending one: it was reported elsewhere
-  // (by an event recorded after it).
-  void forget_error(const std::exception_ptr& error);
+  // Forgets `error` if it is still the pending one, as an event recorded
+  // after it reports it; false when it is not (synchronize or another event
+  // reported it already).
+  bool forget_error(const std::exception_ptr& error);
 
  private:
   void run();

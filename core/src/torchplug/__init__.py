@@ -8,6 +8,7 @@ build with :func:`check_build`, and read outcomes with :func:`statuses` and
 :func:`explain`.
 """
 
+import importlib.util
 from pathlib import Path
 
 from torchplug import activation as _activation  # noqa: F401 - installs Backend.autoload's activation
@@ -34,6 +35,7 @@ __all__ = [
     "explain",
     "get_cmake_dir",
     "get_include",
+    "get_simulator_driver",
     "import_failures",
     "import_plugin",
     "plugin",
@@ -53,3 +55,15 @@ def get_cmake_dir() -> str:
     """The directory of torchplug's CMake package (``torchplugConfig.cmake``):
     pass it as ``torchplug_DIR`` to ``find_package(torchplug CONFIG)``."""
     return str(Path(__file__).with_name("cmake"))
+
+
+def get_simulator_driver() -> str:
+    """The simulator's driver library (``libtorchplug_simulator.so``): the
+    interface of ``torchplug/driver.h`` over the simulated devices torchplug's
+    backends run on. The driver conformance suite runs against it; it needs
+    neither torch nor Python."""
+    # find_spec locates the native module without loading it (and torch with it).
+    spec = importlib.util.find_spec("torchplug._C")
+    if spec is None or spec.origin is None:
+        raise BackendLoadError("torchplug's native core is not installed: reinstall torchplug.")
+    return str(Path(spec.origin).parent / "drivers" / "libtorchplug_simulator.so")

@@ -24,7 +24,14 @@
  * owns: it reads the code and message, then destroys it with error_destroy.
  *
  * Threads. Every function may be called from any thread, concurrently, except
- * that a handle must not be used during or after its destroy call.
+ * that a handle must not be destroyed while another thread uses it. After its
+ * destroy call, a driver answers a handle with TPD_INVALID_HANDLE (it never
+ * dereferences a handle it does not know), as it does a handle of another client.
+ *
+ * Sizes and pointers. A size of 0 makes memset, copies and host allocation do
+ * nothing (and allocations return NULL). memset and copies accept any address
+ * inside an allocation (allocation + offset); free takes the allocation's start.
+ * Enums are int-sized, as the C ABI of every supported platform makes them.
  */
 #ifndef TORCHPLUG_DRIVER_H_
 #define TORCHPLUG_DRIVER_H_
@@ -53,7 +60,8 @@ typedef enum {
   TPD_INVALID_DEVICE = 2,    /* a device index outside [0, device_count) */
   TPD_INVALID_HANDLE = 3,    /* a stream, event or pointer this driver did not hand out, or destroyed */
   TPD_OUT_OF_MEMORY = 4,     /* the device (or pinned host memory) cannot hold the allocation */
-  TPD_NOT_READY = 5,         /* a query's work has not finished (not a failure) */
+  TPD_NOT_READY = 5,         /* event_elapsed_time: an event has not completed yet (queries answer
+                              * through their out flag and succeed instead) */
   TPD_UNSUPPORTED = 6,       /* not offered by this driver or device */
   TPD_VERSION_MISMATCH = 7,  /* a struct or major version this driver cannot serve */
   TPD_EXECUTION_FAILED = 8,  /* work on a stream failed: a kernel fault, a failed host function */
@@ -88,7 +96,10 @@ typedef struct {
 
 /* A client is one backend's view of the driver: its own devices, memory,
  * streams and events. A driver serving several backends in one process (the
- * simulator serves foo, npu and hpu) keeps their devices apart by client. */
+ * simulator serves foo, npu and hpu) keeps their devices apart by name; clients
+ * created with the same name share devices and memory, but each client's
+ * handles are its own. A client handle the driver did not hand out, or one
+ * destroyed, is TPD_INVALID_HANDLE. */
 typedef struct TPD_Client TPD_Client;
 typedef struct TPD_Stream TPD_Stream;
 typedef struct TPD_Event TPD_Event;
@@ -101,7 +112,8 @@ typedef struct {
 } TPD_Client_Create_Args;
 #define TPD_Client_Create_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Client_Create_Args, client)
 
-/* Destroys the client's handles; memory still allocated is released. */
+/* Waits for the client's queued work, destroys its streams and events, and
+ * releases memory still allocated through it. */
 typedef struct {
   size_t struct_size;
   TPD_Client* client;
@@ -126,10 +138,11 @@ typedef struct {
 typedef struct {
   size_t struct_size;
   char name[64];                 /* NUL-terminated */
-  uint64_t total_memory;         /* bytes */
+  uint64_t total_memory;         /* bytes; equal to memory_get_info's total_bytes */
   uint64_t capabilities;         /* TPD_CAPABILITY_* */
-  int stream_priority_greatest;  /* the most urgent priority (the lowest number, as in CUDA) */
-  int stream_priority_least;     /* the default priority, 0 */
+  int stream_priority_greatest;  /* the most urgent priority (the lowest number, as in CUDA);
+                                  * 0 without TPD_CAPABILITY_STREAM_PRIORITIES */
+  int stream_priority_least;     /* the default priority, 0 (a field so a later minor may change it) */
   uint32_t memory_alignment;     /* every allocation's address is a multiple of it */
 } TPD_DeviceProperties;
 #define TPD_DeviceProperties_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_DeviceProperties, memory_alignment)
@@ -206,7 +219,8 @@ typedef struct {
 } TPD_Stream_Destroy_Args;
 #define TPD_Stream_Destroy_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_Destroy_Args, stream)
 
-/* Also the argument of stream_synchronize. */
+/* Also the argument of stream_synchronize. A NULL stream is TPD_INVALID_ARGUMENT
+ * in every function: there is no implicit default stream. */
 typedef struct {
   size_t struct_size;
   TPD_Client* client;
@@ -225,10 +239,13 @@ typedef struct {
 } TPD_Stream_WaitEvent_Args;
 #define TPD_Stream_WaitEvent_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_WaitEvent_Args, event)
 
-/* A host function runs on a driver thread in the stream's order. Returning
- * non-zero fails the stream: `message` (capacity `message_size`) takes a
- * NUL-terminated reason, and the next stream_synchronize (or event_synchronize
- * of an event recorded after it) returns TPD_EXECUTION_FAILED with it. */
+/* A host function runs on a driver thread in the stream's order; it must not
+ * wait for its own stream. Returning non-zero fails the stream: `message`
+ * (capacity `message_size`, at least 256 bytes) takes a NUL-terminated reason.
+ * A failure is reported once: by the next stream_synchronize, or by
+ * event_synchronize of an event recorded after it, whichever comes first (it
+ * is then consumed). Work queued after the failure still runs; stream_query
+ * and event_query keep answering whether work finished. */
 typedef int (*TPD_HostFunction)(void* user_data, char* message, size_t message_size);
 
 typedef struct {
@@ -248,7 +265,7 @@ typedef struct {
   TPD_Client* client;
   TPD_Stream* stream;
   void* pointer; /* device memory */
-  int value;     /* the byte written */
+  int value;     /* the byte written: its low 8 bits */
   size_t size;
 } TPD_Memory_SetAsync_Args;
 #define TPD_Memory_SetAsync_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Memory_SetAsync_Args, size)
@@ -259,10 +276,12 @@ typedef enum {
   TPD_COPY_DEVICE_TO_DEVICE = 2, /* the same device, or peers with TPD_CAPABILITY_PEER_COPY */
 } TPD_CopyKind;
 
-/* Copies in `stream`'s order. Host memory that is not from
- * host_memory_allocate may be copied before the call returns (as CUDA does
- * with pageable memory); pinned host memory must stay valid until the copy
- * has run. */
+/* Copies in `stream`'s order. Pageable host memory (not from
+ * host_memory_allocate) as a source may be reused as soon as the call returns
+ * (the driver copies or stages it first, as CUDA does); as a destination, and
+ * pinned host memory either way, it must stay valid until the stream has run
+ * the copy. A copy between two devices needs TPD_CAPABILITY_PEER_COPY, else
+ * TPD_UNSUPPORTED. */
 typedef struct {
   size_t struct_size;
   TPD_Client* client;
@@ -303,7 +322,8 @@ typedef struct {
 } TPD_Event_Record_Args;
 #define TPD_Event_Record_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Event_Record_Args, stream)
 
-/* Both events recorded with timing and completed. */
+/* Both events created with timing on a device with TPD_CAPABILITY_TIMING_EVENTS
+ * (else TPD_UNSUPPORTED), recorded and completed (else TPD_NOT_READY). */
 typedef struct {
   size_t struct_size;
   TPD_Client* client;

@@ -1,0 +1,278 @@
+#include "drivers/simulator/handles.h"
+
+#include <atomic>
+#include <cstdio>
+#include <iterator>
+#include <string>
+#include <utility>
+
+#include "drivers/simulator/errors.h"
+
+namespace torchplug::simulator {
+namespace {
+
+std::atomic<uintptr_t> next_handle_id{1};
+
+template <typename Handle>
+Handle* new_handle() {
+  return reinterpret_cast<Handle*>(next_handle_id.fetch_add(1));
+}
+
+uintptr_t id_of(const void* handle) { return reinterpret_cast<uintptr_t>(handle); }
+
+std::string address(const void* pointer) {
+  char text[2 + 2 * sizeof(void*) + 1];
+  std::snprintf(text, sizeof text, "%p", pointer);
+  return text;
+}
+
+// Leaked on purpose: stream workers may run host functions that call the
+// driver while the process exits, after static destructors ran.
+std::mutex clients_mutex;
+auto* clients = new std::unordered_map<uintptr_t, std::shared_ptr<Client>>();
+
+// The object of `handle` in `map`; `kind` names it in messages ("stream").
+template <typename Map>
+typename Map::mapped_type find(const Map& map, const void* handle, const std::string& kind) {
+  if (handle == nullptr) {
+    throw Error(TPD_INVALID_ARGUMENT, "The " + kind + " is NULL; pass one that " + kind + "_create returned.");
+  }
+  auto it = map.find(id_of(handle));
+  if (it == map.end()) {
+    const bool of_client = kind != "client";
+    throw Error(TPD_INVALID_HANDLE,
+                "The " + kind + " " + address(handle) + " is not a live " + kind + (of_client ? " of this client" : "") +
+                    ": it was destroyed, or comes from " + (of_client ? "another client or " : "") +
+                    "another driver. Pass a " + kind + " that " + (of_client ? "this client's " : "") + kind +
+                    "_create returned and that was not destroyed.");
+  }
+  return it->second;
+}
+
+}  // namespace
+
+thread_local const runtime::Stream* host_function_stream = nullptr;
+
+void EventHandle::record(std::shared_ptr<runtime::Stream> stream) {
+  std::lock_guard<std::mutex> lock(record_mutex_);
+  event_.record(*stream);
+  recorded_on_ = std::move(stream);
+}
+
+std::chrono::steady_clock::time_point EventHandle::completion_time(const std::string& name) const {
+  if (!event_.timing_enabled()) {
+    throw Error(TPD_UNSUPPORTED, "The " + name + " event was created without timing; create it with "
+                                     "TPD_Event_Create_Args.enable_timing = 1 to measure time with it.");
+  }
+  if (!event_.recorded()) {
+    throw Error(TPD_NOT_READY, "The " + name + " event was never recorded; record it on a stream first.");
+  }
+  const auto time = event_.completion_time();
+  if (!time) {
+    throw Error(TPD_NOT_READY, "The work before the " + name + " event has not finished yet; wait for it with "
+                                   "event_synchronize first.");
+  }
+  return *time;
+}
+
+void Client::check_device(int device) const {
+  const int count = platform_.device_count();
+  if (device < 0 || device >= count) {
+    throw Error(TPD_INVALID_DEVICE, "Device " + std::to_string(device) + " does not exist: the '" + platform_.name() +
+                                        "' client has " + std::to_string(count) + " device" + (count == 1 ? "" : "s") +
+                                        "; pass an index from 0 to " + std::to_string(count - 1) + ".");
+  }
+}
+
+TPD_Stream* Client::add_stream(std::shared_ptr<runtime::Stream> stream) {
+  auto* handle = new_handle<TPD_Stream>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.emplace(id_of(handle), std::move(stream));
+  return handle;
+}
+
+std::shared_ptr<runtime::Stream> Client::stream(const TPD_Stream* handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find(streams_, handle, "stream");
+}
+
+std::shared_ptr<runtime::Stream> Client::remove_stream(const TPD_Stream* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto stream = find(streams_, handle, "stream");
+  streams_.erase(id_of(handle));
+  return stream;
+}
+
+bool Client::owns_stream(const runtime::Stream* stream) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [id, owned] : streams_) {
+    if (owned.get() == stream) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TPD_Event* Client::add_event(std::shared_ptr<EventHandle> event) {
+  auto* handle = new_handle<TPD_Event>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.emplace(id_of(handle), std::move(event));
+  return handle;
+}
+
+std::shared_ptr<EventHandle> Client::event(const TPD_Event* handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find(events_, handle, "event");
+}
+
+std::shared_ptr<EventHandle> Client::remove_event(const TPD_Event* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto event = find(events_, handle, "event");
+  events_.erase(id_of(handle));
+  return event;
+}
+
+void Client::add_allocation(void* pointer, size_t size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocations_.emplace(static_cast<const char*>(pointer), size);
+}
+
+std::map<const char*, size_t>::const_iterator Client::holding(const char* address) const {
+  auto after = allocations_.upper_bound(address);
+  if (after == allocations_.begin()) {
+    return allocations_.end();
+  }
+  auto it = std::prev(after);
+  return address < it->first + it->second ? it : allocations_.end();
+}
+
+void Client::check_device_memory(const void* pointer, size_t size, const char* name) const {
+  if (pointer == nullptr) {
+    throw Error(TPD_INVALID_ARGUMENT, std::string(name) + " is NULL; pass device memory from memory_allocate.");
+  }
+  const char* start = static_cast<const char*>(pointer);
+  const char* base = nullptr;
+  size_t length = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = holding(start);
+    if (it != allocations_.end()) {
+      base = it->first;
+      length = it->second;
+    }
+  }
+  if (base == nullptr) {
+    std::string message = std::string(name) + " (" + address(pointer) + ") is not device memory of this client";
+    if (platform_.device_of(pointer) >= 0) {
+      message += ": it belongs to another client of '" + platform_.name() + "'. Use memory of the client you pass.";
+    } else if (platform_.is_host_pinned(pointer)) {
+      message += ": it is pinned host memory. Pass device memory, or use the copy kind that reads or writes host memory.";
+    } else {
+      message += ": it was not returned by memory_allocate, or was freed. Pass memory that memory_allocate returned.";
+    }
+    throw Error(TPD_INVALID_HANDLE, message);
+  }
+  const size_t available = length - static_cast<size_t>(start - base);
+  if (size > available) {
+    throw Error(TPD_INVALID_ARGUMENT, "The " + std::to_string(size) + " bytes at " + name + " (" + address(pointer) +
+                                          ") run " + std::to_string(size - available) +
+                                          " bytes past the end of its allocation of " + std::to_string(length) +
+                                          " bytes at " + address(base) + "; pass a smaller size.");
+  }
+}
+
+void Client::remove_allocation(const void* pointer) {
+  const char* base = static_cast<const char*>(pointer);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = allocations_.find(base);
+  if (it != allocations_.end()) {
+    allocations_.erase(it);
+    return;
+  }
+  std::string message = "memory_free: " + address(pointer) + " is not memory_allocate's address of a live allocation";
+  auto inside = holding(base);
+  if (inside != allocations_.end()) {
+    message += ": it points inside the allocation at " + address(inside->first) +
+               "; free the address memory_allocate returned.";
+  } else {
+    message += " of this client: it was freed already, or comes from another client or allocator.";
+  }
+  throw Error(TPD_INVALID_HANDLE, message);
+}
+
+void Client::add_host_allocation(void* pointer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  host_allocations_.insert(pointer);
+}
+
+void Client::remove_host_allocation(const void* pointer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (host_allocations_.erase(pointer) == 0) {
+    throw Error(TPD_INVALID_HANDLE, "host_memory_free: " + address(pointer) +
+                                        " is not host_memory_allocate's address of a live allocation of this "
+                                        "client: it was freed already, or comes from elsewhere.");
+  }
+}
+
+void Client::release() {
+  decltype(streams_) streams;
+  decltype(events_) events;
+  decltype(allocations_) allocations;
+  decltype(host_allocations_) host_allocations;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams.swap(streams_);
+    events.swap(events_);
+    allocations.swap(allocations_);
+    host_allocations.swap(host_allocations_);
+  }
+  // Queued work may still use the memory released below.
+  for (auto& [id, stream] : streams) {
+    stream->wait_idle();
+  }
+  events.clear();
+  streams.clear();
+  for (auto& [base, size] : allocations) {
+    platform_.free(const_cast<char*>(base));
+  }
+  for (const void* pointer : host_allocations) {
+    platform_.host_free(const_cast<void*>(pointer));
+  }
+}
+
+TPD_Client* register_client(std::shared_ptr<Client> client) {
+  auto* handle = new_handle<TPD_Client>();
+  std::lock_guard<std::mutex> lock(clients_mutex);
+  clients->emplace(id_of(handle), std::move(client));
+  return handle;
+}
+
+void check_usable(const runtime::Platform& platform) {
+  if (platform.in_bad_fork()) {
+    const std::string& name = platform.name();
+    throw Error(TPD_UNAVAILABLE, "The '" + name + "' devices were in use when this process was forked; their stream "
+                                     "threads did not survive the fork, so this child cannot use them. Use them in "
+                                     "a process started with spawn instead, or fork before the first use of '" +
+                                     name + "'.");
+  }
+}
+
+std::shared_ptr<Client> live_client(const TPD_Client* handle) {
+  std::lock_guard<std::mutex> lock(clients_mutex);
+  return find(*clients, handle, "client");
+}
+
+std::shared_ptr<Client> find_client(const TPD_Client* handle) {
+  auto client = live_client(handle);
+  check_usable(client->platform());
+  return client;
+}
+
+std::shared_ptr<Client> unregister_client(const TPD_Client* handle) {
+  std::lock_guard<std::mutex> lock(clients_mutex);
+  auto client = find(*clients, handle, "client");
+  clients->erase(id_of(handle));
+  return client;
+}
+
+}  // namespace torchplug::simulator

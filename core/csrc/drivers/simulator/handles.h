@@ -1,0 +1,109 @@
+#pragma once
+// A client (the platform of its name plus everything it handed out) and the
+// registry of live clients. Handles are ids, not addresses: a handle is only
+// ever looked up, so one this driver did not hand out, or already destroyed,
+// is reported as TPD_INVALID_HANDLE instead of being dereferenced; and ids are
+// never reused, so a stale handle cannot name a newer object.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/event.h"
+#include "runtime/platform.h"
+#include "runtime/stream.h"
+#include "torchplug/driver.h"
+
+namespace torchplug::simulator {
+
+// The most urgent stream priority: what torch asks for when it wants a
+// high-priority stream (getStreamFromGlobalPool).
+constexpr int kStreamPriorityGreatest = -1;
+
+// An event of a client. Once recorded it holds the stream it was recorded on:
+// the runtime's event reports a failure on that stream back to it
+// (Event::synchronize), so a stream destroyed by stream_destroy lives on,
+// idle, while an event recorded on it does.
+class EventHandle {
+ public:
+  EventHandle(int device, bool timing) : device_(device), event_(timing) {}
+  int device() const { return device_; }
+  runtime::Event& event() { return event_; }
+  void record(std::shared_ptr<runtime::Stream> stream);
+  // When the captured work finished: TPD_UNSUPPORTED unless the event was
+  // created with timing, TPD_NOT_READY until it is recorded and the work ran.
+  // `name` names the event in messages ("start").
+  std::chrono::steady_clock::time_point completion_time(const std::string& name) const;
+
+ private:
+  const int device_;  // the device it was created for
+  runtime::Event event_;
+  std::mutex record_mutex_;
+  std::shared_ptr<runtime::Stream> recorded_on_;
+};
+
+class Client {
+ public:
+  explicit Client(runtime::Platform& platform) : platform_(platform) {}
+  runtime::Platform& platform() const { return platform_; }
+  // Throws TPD_INVALID_DEVICE unless 0 <= device < device_count.
+  void check_device(int device) const;
+
+  TPD_Stream* add_stream(std::shared_ptr<runtime::Stream> stream);
+  std::shared_ptr<runtime::Stream> stream(const TPD_Stream* handle) const;
+  std::shared_ptr<runtime::Stream> remove_stream(const TPD_Stream* handle);
+  bool owns_stream(const runtime::Stream* stream) const;
+
+  TPD_Event* add_event(std::shared_ptr<EventHandle> event);
+  std::shared_ptr<EventHandle> event(const TPD_Event* handle) const;
+  std::shared_ptr<EventHandle> remove_event(const TPD_Event* handle);
+
+  void add_allocation(void* pointer, size_t size);
+  // Checks that the `size` bytes at `pointer` (the argument `name`, for
+  // messages) are device memory of this client: TPD_INVALID_HANDLE when
+  // `pointer` is in none of its allocations, TPD_INVALID_ARGUMENT when the
+  // bytes run past the end of the one it is in.
+  void check_device_memory(const void* pointer, size_t size, const char* name) const;
+  // Forgets the allocation starting at `pointer`, which the caller then frees.
+  void remove_allocation(const void* pointer);
+
+  void add_host_allocation(void* pointer);
+  void remove_host_allocation(const void* pointer);
+
+  // Waits for the streams' work, then releases every handle and all memory.
+  void release();
+
+ private:
+  // The allocation holding `address`, or allocations_.end(); mutex_ is held.
+  std::map<const char*, size_t>::const_iterator holding(const char* address) const;
+
+  runtime::Platform& platform_;
+  mutable std::mutex mutex_;
+  std::unordered_map<uintptr_t, std::shared_ptr<runtime::Stream>> streams_;
+  std::unordered_map<uintptr_t, std::shared_ptr<EventHandle>> events_;
+  std::map<const char*, size_t> allocations_;  // base -> size; ordered, to find the one holding an address
+  std::set<const void*> host_allocations_;
+};
+
+// Throws TPD_UNAVAILABLE in a child forked after `platform`'s devices were
+// in use: their stream threads did not survive the fork.
+void check_usable(const runtime::Platform& platform);
+
+TPD_Client* register_client(std::shared_ptr<Client> client);
+// The live client of `handle`: TPD_INVALID_ARGUMENT for NULL,
+// TPD_INVALID_HANDLE for one not live.
+std::shared_ptr<Client> live_client(const TPD_Client* handle);
+// live_client, also checked usable: what every function but client_destroy uses.
+std::shared_ptr<Client> find_client(const TPD_Client* handle);
+std::shared_ptr<Client> unregister_client(const TPD_Client* handle);
+
+// The stream whose host function this thread is running, else null: waiting
+// for that stream from inside the function would wait for the function itself.
+extern thread_local const runtime::Stream* host_function_stream;
+
+}  // namespace torchplug::simulator

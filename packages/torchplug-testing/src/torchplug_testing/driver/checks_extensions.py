@@ -1,0 +1,120 @@
+"""Checks of the optional extensions a driver offers (IPC, profiler)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from ctypes import byref, create_string_buffer
+
+from torchplug_testing.driver.bindings import (
+    IPC_HANDLE_SIZE,
+    Capability,
+    CopyKind,
+    ExtensionType,
+    TPD_Ipc_GetHandle_Args,
+    TPD_Profiler_EventTimestamp_Args,
+    new,
+)
+from torchplug_testing.driver.harness import Context, Skip, check, ensure
+
+# Another process maps the allocation by its handle and reads it back; CUDA-like
+# drivers refuse to open a handle in the process that made it, so this is the test.
+IPC_READER = """
+import ctypes, sys
+from ctypes import byref
+from torchplug_testing.driver.bindings import (
+    TPD_Ipc_Close_Args, TPD_Ipc_Open_Args, CopyKind, ExtensionType, new)
+from torchplug_testing.driver.harness import Context
+from torchplug_testing.driver.loader import load
+
+library, name, options, handle, size = sys.argv[1:6]
+ctx = Context(load(library), name, options or None)
+raw = (ctypes.c_ubyte * len(bytes.fromhex(handle))).from_buffer_copy(bytes.fromhex(handle))
+opened = new(TPD_Ipc_Open_Args, client=ctx.client, device=0, handle=ctypes.addressof(raw))
+ctx.driver.call_extension(ExtensionType.IPC, "ipc_open", byref(opened))
+if opened.size < int(size):
+    sys.exit(f"ipc_open mapped {opened.size} bytes of an allocation of {size}")
+stream = ctx.stream()
+result = ctypes.create_string_buffer(int(size))
+ctx.copy(stream, result, opened.pointer, int(size), CopyKind.DEVICE_TO_HOST)
+ctx.synchronize(stream)
+ctx.driver.call_extension(
+    ExtensionType.IPC, "ipc_close", byref(new(TPD_Ipc_Close_Args, client=ctx.client, pointer=opened.pointer)))
+ctx.destroy_stream(stream)
+ctx.destroy_client(ctx.client)
+sys.stdout.write(result.raw.hex())
+"""
+
+
+def _require(ctx: Context, kind: ExtensionType) -> None:
+    if kind not in ctx.driver.extensions:
+        raise Skip(f"the driver offers no {kind.name} extension")
+
+
+@check
+def check_ipc_extension(ctx: Context) -> None:
+    """IPC: another process maps an allocation by its handle and reads its bytes."""
+    _require(ctx, ExtensionType.IPC)
+    size = 65536 + 3
+    pattern = random.Random(7).randbytes(size)
+    address, stream, source = ctx.allocate(size), ctx.stream(), create_string_buffer(pattern, size)
+    ctx.copy(stream, address, source, size, CopyKind.HOST_TO_DEVICE)
+    ctx.synchronize(stream)
+    args = new(TPD_Ipc_GetHandle_Args, client=ctx.client, pointer=address)
+    ctx.driver.call_extension(ExtensionType.IPC, "ipc_get_handle", byref(args))
+    handle = bytes(args.handle)
+    ensure(len(handle) == IPC_HANDLE_SIZE, "the handle has the wrong size")
+    reader = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-c",
+            IPC_READER,
+            ctx.driver.path,
+            ctx.name,
+            ctx.options or "",
+            handle.hex(),
+            str(size),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    ensure(
+        reader.returncode == 0,
+        f"the reading process failed ({reader.returncode}): {reader.stderr.strip()[-2000:]}",
+    )
+    ensure(bytes.fromhex(reader.stdout) == pattern, "the other process read other bytes")
+    ctx.free(address)
+
+
+@check
+def check_profiler_extension(ctx: Context) -> str:
+    """Profiler: event timestamps are on the host's steady clock (CLOCK_MONOTONIC), in order."""
+    _require(ctx, ExtensionType.PROFILER)
+    ctx.require(Capability.TIMING_EVENTS)
+    stream = ctx.stream()
+    first, second = ctx.event(timing=True), ctx.event(timing=True)
+    before = time.monotonic_ns()
+    ctx.record(first, stream)
+    ctx.host_function(stream, lambda: time.sleep(0.01))
+    ctx.record(second, stream)
+    ctx.event_synchronize(second)
+    after = time.monotonic_ns()
+    stamps = []
+    for event in (first, second):
+        args = new(TPD_Profiler_EventTimestamp_Args, client=ctx.client, event=event)
+        ctx.driver.call_extension(ExtensionType.PROFILER, "event_timestamp", byref(args))
+        stamps.append(args.nanoseconds)
+    ensure(
+        before <= stamps[0] <= stamps[1] <= after,
+        f"timestamps {stamps} are not in order within [{before}, {after}] of CLOCK_MONOTONIC",
+    )
+    ensure(
+        stamps[1] - stamps[0] >= 5_000_000,
+        f"{stamps[1] - stamps[0]} ns across a 10 ms host function",
+    )
+    return f"{(stamps[1] - stamps[0]) / 1e6:.1f} ms between the events"
