@@ -11,10 +11,10 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
-#include "aten/backend.h"
-#include "aten/device_allocator.h"
-#include "aten/host_alias.h"
-#include "aten/kernel_launch.h"
+#include "backend/backend.h"
+#include "memory/device_allocator.h"
+#include "memory/host_alias.h"
+#include "launch/kernel_launch.h"
 #include "runtime/memory_guard.h"
 
 namespace torchplug {

@@ -4,7 +4,7 @@
 #include <exception>
 #include <vector>
 
-#include "aten/kernel_launch.h"
+#include "launch/kernel_launch.h"
 #include "runtime/memory_guard.h"
 #include "torchplug/kernel_api.h"
 

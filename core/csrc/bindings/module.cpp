@@ -14,13 +14,13 @@
 #include <c10/core/DeviceType.h>
 #include <c10/util/Exception.h>
 
-#include "aten/backend.h"
-#include "aten/device_allocator.h"
-#include "aten/generator.h"
-#include "aten/host_allocator.h"
-#include "aten/kernel_launch.h"
-#include "aten/stream_trace.h"
-#include "aten/sync_debug.h"
+#include "backend/backend.h"
+#include "memory/device_allocator.h"
+#include "device/generator.h"
+#include "memory/host_allocator.h"
+#include "launch/kernel_launch.h"
+#include "launch/stream_trace.h"
+#include "launch/sync_debug.h"
 #include "bindings/compiled_kernels.h"
 #include "bindings/kernel_api.h"
 #include "runtime/errors.h"

@@ -1,6 +1,6 @@
 """Every difference between a PrivateUse1 backend and an HPU backend, as table rows.
 
-The Python side of ``kDeviceKinds`` in ``core/csrc/aten/backend_registry.cpp``:
+The Python side of ``kDeviceKinds`` in ``core/csrc/backend/backend_registry.cpp``:
 code elsewhere asks a backend's :class:`DeviceKind` what to do instead of
 testing the dispatch key's name, so a third kind of key would be one more row.
 """

@@ -4,7 +4,7 @@
 device through the CPU's file-descriptor path, which refuses device memory in
 the queue's feeder thread: the receiver waits forever. A torchplug device
 tensor is sent as the file descriptor of the shared memory its storage moves
-into (see ``csrc/aten/ipc.cpp``); the receiver maps the same pages.
+into (see ``csrc/memory/ipc.cpp``); the receiver maps the same pages.
 """
 
 from __future__ import annotations

@@ -1,0 +1,40 @@
+// torch asks a PrivateUse1 device which fused attention kernel to use through
+// the device slot of `_fused_sdp_choice_stub`; with none it runs the math
+// decomposition, a dozen operators where the CPU runs one flash kernel. The
+// CPU's answer is right here, since the CPU's kernels run over device memory:
+// the flash kernel then reaches the device through the CPU fallback, and
+// results equal the CPU's bit for bit.
+#include "kernels/dispatch_stubs.h"
+
+#include "kernels/attention.h"
+
+#include <memory>
+
+#include <ATen/native/transformers/attention.h>
+#include <torch/library.h>
+
+namespace torchplug {
+namespace {
+
+int64_t choice_of_the_cpu(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                          const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                          std::optional<double> scale, bool enable_gqa) {
+  return at::native::_fused_sdp_choice_stub(c10::DeviceType::CPU, query, key, value, attn_mask, dropout_p, is_causal,
+                                            scale, enable_gqa);
+}
+
+}  // namespace
+
+void register_privateuse1_attention() {
+  at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&choice_of_the_cpu);
+}
+
+// The stub has no HPU slot, and without a kernel the choice would reach the
+// CPU fallback, which torch.compile's fake tensors cannot go through.
+void register_hpu_attention() {
+  static const auto library =
+      std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::HPU, __FILE__, __LINE__);
+  library->impl("_fused_sdp_choice", TORCH_FN(choice_of_the_cpu));
+}
+
+}  // namespace torchplug

@@ -1,0 +1,173 @@
+// Copies between host and device and across devices, and reading a scalar
+// back to the host: the kernels that move data over the (simulated) bus.
+#include <array>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_copy_from_and_resize_ops.h>
+#include <ATen/ops/_copy_from_ops.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/copy.h>
+#include <ATen/ops/resolve_conj.h>
+#include <ATen/ops/resolve_neg.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "backend/backend.h"
+#include "profiler/device_activity.h"
+#include "memory/host_alias.h"
+#include "memory/host_allocator.h"
+#include "launch/kernel_launch.h"
+#include "runtime/memory_guard.h"
+
+namespace torchplug {
+namespace {
+
+bool is_device(const at::Tensor& tensor) { return !tensor.device().is_cpu(); }
+
+// Profiler names of copies, as CUDA traces show them.
+const char* copy_name(const at::Tensor& src, const at::Tensor& dst) {
+  if (!is_device(src)) {
+    return "Memcpy HtoD";
+  }
+  return is_device(dst) ? "Memcpy DtoD" : "Memcpy DtoH";
+}
+
+at::Tensor host_view(HostAliases& aliases, const at::Tensor& tensor) {
+  return is_device(tensor) ? aliases.alias(tensor) : tensor;
+}
+
+// A plain byte copy is possible: same dtype, same dense layout, no broadcast.
+bool bytewise_copyable(const at::Tensor& src, const at::Tensor& dst) {
+  return src.dtype() == dst.dtype() && src.sizes() == dst.sizes() && src.is_contiguous() &&
+         dst.is_contiguous() && !src.is_conj() && !dst.is_conj() && !src.is_neg() && !dst.is_neg();
+}
+
+// Copies from pinned host memory to a device, or back, run on the device's
+// current stream and return at once, like cudaMemcpyAsync.
+bool try_async_copy(const at::Tensor& src, const at::Tensor& dst) {
+  const bool to_device = is_device(dst) && !is_device(src);
+  const bool to_host = is_device(src) && !is_device(dst);
+  if (!(to_device || to_host) || !bytewise_copyable(src, dst)) {
+    return false;
+  }
+  const at::Tensor& host = to_device ? src : dst;
+  const at::Tensor& device = to_device ? dst : src;
+  if (!is_pinned_host_pointer(host.data_ptr())) {
+    return false;
+  }
+  runtime::Stream& stream = runtime_stream(current_stream(device.device()));
+  // The task holds both storages so neither is freed while the copy is queued.
+  const bool traced = device_tracing();
+  stream.enqueue([src_storage = src.storage(), dst_storage = dst.storage(), src_ptr = src.const_data_ptr(),
+                  dst_ptr = dst.mutable_data_ptr(), bytes = src.nbytes(), traced, name = copy_name(src, dst),
+                  on = device.device(), stream_id = stream.id(), correlation = current_correlation_id()] {
+    runtime::KernelAccess access{dst_ptr, src_ptr};
+    const int64_t start = traced ? activity_clock_ns() : 0;
+    std::memcpy(dst_ptr, src_ptr, bytes);
+    if (traced) {
+      record_activity({name, ActivityKind::kMemcpy, on, stream_id, start, activity_clock_ns(), correlation});
+    }
+  });
+  return true;
+}
+
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(src.defined() && dst.defined(), "Cannot copy an undefined tensor.");
+  if (dst.numel() == 0) {
+    return dst;
+  }
+  if (non_blocking && try_async_copy(src, dst)) {
+    return dst;
+  }
+  for (const at::Tensor* tensor : {&src, &dst}) {
+    if (is_device(*tensor)) {
+      checked_device_index(tensor->device().type(), tensor->device().index());
+    }
+  }
+  const at::Tensor& on_device = is_device(dst) ? dst : src;
+  const at::Tensor& other = is_device(dst) ? src : dst;
+  LaunchOptions options{ActivityKind::kMemcpy};
+  if (is_device(other)) {
+    options.peer = other.device();
+  } else {
+    options.host_waits = !non_blocking;
+  }
+  const KernelLaunch launch(copy_name(src, dst), on_device.device(), touched_memory({&src, &dst}), options);
+  // One host storage for views of one device storage: the CPU's copy_ then
+  // refuses overlapping source and destination as it does for CPU tensors.
+  HostAliases aliases;
+  at::Tensor host_dst = host_view(aliases, dst);
+  host_dst.copy_(host_view(aliases, src));
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
+  if (dst.sizes() != src.sizes()) {
+    dst.resize_(src.sizes());
+  }
+  return copy_from(src, dst, /*non_blocking=*/false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  LaunchOptions options{ActivityKind::kMemcpy};
+  options.host_waits = true;
+  const KernelLaunch launch("item()", self.device(), touched_memory({&self}), options);
+  return at::_local_scalar_dense(host_alias(self));
+}
+
+bool on_torchplug_device(const at::Tensor& tensor) {
+  return is_device(tensor) && find_platform(tensor.device().type()) != nullptr;
+}
+
+// ATen's conjugate and negative fallbacks resolve a tensor's bit by cloning
+// it, and a clone of a device tensor copies through `_copy_from`: for
+// `_copy_from` itself that recursion never ends. Copies between torchplug
+// devices and the host apply the bits themselves (the host aliases carry
+// them), so these kernels pass the tensors on untouched; copies of other
+// devices get the bits resolved before they leave, as the fallback intends.
+template <c10::DispatchKey MathBit>
+at::Tensor copy_from_with_math_bit(c10::DispatchKeySet keys, const at::Tensor& src, const at::Tensor& dst,
+                                   bool non_blocking) {
+  const c10::DispatchKeySet below = keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, MathBit);
+  if (on_torchplug_device(src) || on_torchplug_device(dst)) {
+    return at::_ops::_copy_from::redispatch(below, src, dst, non_blocking);
+  }
+  const at::Tensor resolved = MathBit == c10::DispatchKey::Conjugate ? at::resolve_conj(src) : at::resolve_neg(src);
+  return at::_ops::_copy_from::call(resolved, dst, non_blocking);
+}
+
+template <c10::DispatchKey MathBit>
+at::Tensor copy_from_and_resize_with_math_bit(c10::DispatchKeySet keys, const at::Tensor& src,
+                                              const at::Tensor& dst) {
+  const c10::DispatchKeySet below = keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, MathBit);
+  if (on_torchplug_device(src) || on_torchplug_device(dst)) {
+    return at::_ops::_copy_from_and_resize::redispatch(below, src, dst);
+  }
+  const at::Tensor resolved = MathBit == c10::DispatchKey::Conjugate ? at::resolve_conj(src) : at::resolve_neg(src);
+  return at::_ops::_copy_from_and_resize::call(resolved, dst);
+}
+
+template <c10::DispatchKey MathBit>
+torch::Library* math_bit_copies() {
+  auto* library = new torch::Library(torch::Library::IMPL, "aten", MathBit, __FILE__, __LINE__);
+  library->impl("_copy_from", TORCH_FN(copy_from_with_math_bit<MathBit>));
+  library->impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize_with_math_bit<MathBit>));
+  return library;
+}
+
+}  // namespace
+
+void register_math_bit_copies() {
+  // Process-wide keys: registered once, kept for the life of the process.
+  static const std::array<torch::Library*, 2> libraries{math_bit_copies<c10::DispatchKey::Conjugate>(),
+                                                        math_bit_copies<c10::DispatchKey::Negative>()};
+  (void)libraries;
+}
+
+void register_copy_kernels(torch::Library& library) {
+  library.impl("_copy_from", TORCH_FN(copy_from));
+  library.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  library.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace torchplug

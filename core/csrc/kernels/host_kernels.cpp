@@ -1,0 +1,356 @@
+// Unboxed kernels for hot functional operators: the CPU kernel runs over host
+// aliases of the device tensors, called directly rather than through the
+// boxed fallback, and its output is taken over as device memory. Same
+// semantics as the fallback, without boxing and without the second
+// TensorIterator a composite functional-from-out= kernel would build.
+//
+// Same-device binary arithmetic goes further and skips the aliases: it runs
+// the CPU vector loop over a TensorIterator built on the device tensors.
+
+// The loops are reached through ATen's DispatchStubs.
+#include "kernels/dispatch_stubs.h"
+
+#include <array>
+#include <cstring>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include <ATen/TensorIterator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/native/ConvUtils.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/convolution_backward_ops.h>
+#include <ATen/ops/convolution_ops.h>
+#include <ATen/ops/zero_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/histc_ops.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/mse_loss_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <torch/library.h>
+
+#include "backend/backend.h"
+#include "kernels/cpu_fallback.h"
+#include "memory/host_alias.h"
+#include "launch/kernel_launch.h"
+#include "runtime/memory_guard.h"
+
+namespace torchplug {
+namespace {
+
+struct HostCall {
+  KernelDevice operands;
+  std::vector<const void*> accessed;  // strict mode only
+  HostAliases aliases;
+
+  at::Tensor alias(const at::Tensor& tensor) {
+    operands.note(tensor);
+    if (!tensor.defined() || tensor.device().is_cpu()) {
+      return tensor;
+    }
+    if (runtime::strict_mode()) {
+      accessed.push_back(tensor.storage().data());
+    }
+    return aliases.alias(tensor);
+  }
+
+  template <typename T>
+  decltype(auto) convert(T&& value) {
+    if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) {
+      return alias(value);
+    } else if constexpr (std::is_same_v<std::decay_t<T>, std::optional<at::Tensor>>) {
+      return value.has_value() ? std::optional<at::Tensor>(alias(*value)) : std::optional<at::Tensor>();
+    } else {
+      return std::forward<T>(value);
+    }
+  }
+};
+
+// Converts the arguments, runs `Op`'s CPU kernel on them and hands back its
+// raw CPU result together with the device the call runs on.
+template <typename Op, typename... Args>
+auto run_on_host(c10::Device& device, Args&&... args) {
+  HostCall host{KernelDevice(Op::name)};
+  auto host_args = std::tuple<decltype(host.convert(std::forward<Args>(args)))...>{
+      host.convert(std::forward<Args>(args))...};
+  device = host.operands.device();
+  const KernelLaunch launch(Op::name, device, host.accessed);
+  return std::apply(
+      [](auto&&... converted) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), converted...); },
+      host_args);
+}
+
+template <typename Op, typename Schema = typename Op::schema>
+struct OnHost;
+
+template <typename Op, typename... Args>
+struct OnHost<Op, at::Tensor(Args...)> {
+  static at::Tensor call(Args... args) {
+    c10::Device device(c10::kCPU);
+    at::Tensor result = run_on_host<Op>(device, std::forward<Args>(args)...);
+    return adopt_host_tensor(result, device);
+  }
+};
+
+template <typename Op, typename... Args>
+struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
+  static std::tuple<at::Tensor, at::Tensor, at::Tensor> call(Args... args) {
+    c10::Device device(c10::kCPU);
+    auto [a, b, c] = run_on_host<Op>(device, std::forward<Args>(args)...);
+    auto adopt = [&](const at::Tensor& t) { return t.defined() ? adopt_host_tensor(t, device) : t; };
+    return {adopt(a), adopt(b), adopt(c)};
+  }
+};
+
+// The second operand the direct device loops run with, or none when they
+// cannot run and the call takes the aliasing path (which also raises the
+// same-device errors). The loops run on a device whose data pointers
+// TensorIterator hands out (DeviceKind::iterator_sees_data), over dense
+// operands, outside strict mode (whose kernels get memory access only within
+// a scope around host aliases). The CPU loops expect their inputs cast
+// already, and TensorIterator casts only on the CPU: `other` is taken as it is
+// when it is a device tensor of self's dtype; a device tensor of another dtype
+// (a dropout mask) and a Python number (a 0-dim CPU "wrapped number") are cast
+// to self's dtype first, as the CPU's iterator casts them, when the result
+// keeps that dtype.
+std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::Tensor& other) {
+  if (self.device().is_cpu() || runtime::strict_mode() || self.layout() != c10::kStrided ||
+      other.layout() != c10::kStrided || !backend(self.device().type()).kind->iterator_sees_data) {
+    return std::nullopt;
+  }
+  if (other.device() == self.device() && other.scalar_type() == self.scalar_type()) {
+    return other;
+  }
+  // Not into bf16 or half: with a scalar operand, the CPU's loops compute in
+  // float with the scalar as given, not rounded to self's dtype first.
+  const bool castable = !at::isReducedFloatingType(self.scalar_type()) &&
+                        (other.device() == self.device() ||
+                         (other.device().is_cpu() && other.dim() == 0 &&
+                          other.unsafeGetTensorImpl()->is_wrapped_number()));
+  if (castable && at::result_type(self, other) == self.scalar_type()) {
+    return other.to(self.scalar_type());
+  }
+  return std::nullopt;
+}
+
+// The output is allocated on the device by the iterator; the CPU loop then
+// reads and writes device memory directly, since it is host memory. `alpha`
+// is checked against the computation's dtype at launch. A kernel that is not
+// queued runs at once over the iterator built here.
+template <typename Op, typename Loop>
+bool ran_at_once(c10::Device device, at::TensorIterator& iter, const c10::Scalar* alpha, const Loop& loop) {
+  if (alpha != nullptr) {
+    at::native::alpha_check(iter.dtype(), *alpha);
+  }
+  if (queues_kernel(device, iter.numel())) {
+    return false;
+  }
+  const KernelLaunch launch(Op::name, device);
+  loop(iter);
+  return true;
+}
+
+template <typename Op, typename Loop>
+at::Tensor binary_on_device(const at::Tensor& self, const at::Tensor& other, const c10::Scalar* alpha, Loop loop) {
+  at::Tensor result;
+  at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(result, self, other);
+  if (ran_at_once<Op>(self.device(), iter, alpha, loop)) {
+    return iter.output();
+  }
+  // Queued, over an iterator built on the stream again (this one refers to the
+  // call's arguments by address); `loop` must own what it uses.
+  result = iter.output();
+  launch_kernel(
+      Op::name, self.device(), result.numel(),
+      [loop = std::move(loop)](const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+        at::TensorIterator queued = at::TensorIterator::borrowing_binary_op(out, a, b);
+        loop(queued);
+      },
+      result, self, other);
+  return result;
+}
+
+at::Tensor add_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  const std::optional<at::Tensor> operand = device_loop_operand(self, other);
+  if (!operand) {
+    return OnHost<at::_ops::add_Tensor>::call(self, other, alpha);
+  }
+  return binary_on_device<at::_ops::add_Tensor>(
+      self, *operand, &alpha, [alpha](at::TensorIterator& iter) { at::native::add_stub(c10::kCPU, iter, alpha); });
+}
+
+at::Tensor sub_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  const std::optional<at::Tensor> operand = device_loop_operand(self, other);
+  if (!operand) {
+    return OnHost<at::_ops::sub_Tensor>::call(self, other, alpha);
+  }
+  at::native::sub_check(self, other);
+  return binary_on_device<at::_ops::sub_Tensor>(
+      self, *operand, &alpha, [alpha](at::TensorIterator& iter) { at::native::add_stub(c10::kCPU, iter, -alpha); });
+}
+
+at::Tensor mul_Tensor(const at::Tensor& self, const at::Tensor& other) {
+  const std::optional<at::Tensor> operand = device_loop_operand(self, other);
+  if (!operand) {
+    return OnHost<at::_ops::mul_Tensor>::call(self, other);
+  }
+  return binary_on_device<at::_ops::mul_Tensor>(
+      self, *operand, nullptr, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
+}
+
+at::Tensor div_Tensor(const at::Tensor& self, const at::Tensor& other) {
+  const bool integers_promote = !at::isFloatingType(self.scalar_type()) && !at::isComplexType(self.scalar_type());
+  const std::optional<at::Tensor> operand = integers_promote ? std::nullopt : device_loop_operand(self, other);
+  if (!operand) {
+    return OnHost<at::_ops::div_Tensor>::call(self, other);
+  }
+  return binary_on_device<at::_ops::div_Tensor>(
+      self, *operand, nullptr, [](at::TensorIterator& iter) { at::native::div_true_stub(c10::kCPU, iter); });
+}
+
+// In-place arithmetic (gradient accumulation, optimizer updates) on the
+// direct loops, when `other` needs no broadcasting into self: the CPU's own
+// in-place checks (shape, overlap, a result type that casts to self's) are
+// then exactly TensorIterator's. Everything else takes the aliasing fallback.
+std::optional<at::Tensor> in_place_operand(const at::Tensor& self, const at::Tensor& other) {
+  if (other.dim() != 0 && other.sizes() != self.sizes()) {
+    return std::nullopt;
+  }
+  return device_loop_operand(self, other);
+}
+
+template <typename Op, typename Loop>
+at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other, const c10::Scalar* alpha, Loop loop) {
+  at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(self, self, other);
+  if (ran_at_once<Op>(self.device(), iter, alpha, loop)) {
+    return self;
+  }
+  launch_kernel(
+      Op::name, self.device(), self.numel(),
+      [loop = std::move(loop)](const at::Tensor& written, const at::Tensor& operand) {
+        at::TensorIterator queued = at::TensorIterator::borrowing_binary_op(written, written, operand);
+        loop(queued);
+      },
+      self, other);
+  return self;
+}
+
+at::Tensor& add__Tensor(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  const std::optional<at::Tensor> operand = in_place_operand(self, other);
+  if (!operand) {
+    return call_through_fallback<at::_ops::add__Tensor>(device_key_set(self.device().type()), self, other, alpha);
+  }
+  return binary_in_place<at::_ops::add__Tensor>(
+      self, *operand, &alpha, [alpha](at::TensorIterator& iter) { at::native::add_stub(c10::kCPU, iter, alpha); });
+}
+
+at::Tensor& mul__Tensor(at::Tensor& self, const at::Tensor& other) {
+  const std::optional<at::Tensor> operand = in_place_operand(self, other);
+  if (!operand) {
+    return call_through_fallback<at::_ops::mul__Tensor>(device_key_set(self.device().type()), self, other);
+  }
+  return binary_in_place<at::_ops::mul__Tensor>(
+      self, *operand, nullptr, [](at::TensorIterator& iter) { at::native::mul_stub(c10::kCPU, iter); });
+}
+
+// Zeroing a dense tensor (zero_grad(set_to_none=False), torch.zeros) is one
+// memset of the device memory, as the CPU's small-tensor path does.
+at::Tensor& zero_(at::Tensor& self) {
+  const bool direct = !runtime::strict_mode() && self.layout() == c10::kStrided &&
+                      backend(self.device().type()).kind->iterator_sees_data && self.is_non_overlapping_and_dense();
+  if (!direct) {
+    return call_through_fallback<at::_ops::zero_>(device_key_set(self.device().type()), self);
+  }
+  if (self.numel() > 0) {
+    launch_kernel(
+        at::_ops::zero_::name, self.device(), self.numel(),
+        [](const at::Tensor& zeroed) { std::memset(zeroed.data_ptr(), 0, zeroed.numel() * zeroed.element_size()); },
+        self);
+  }
+  return self;
+}
+
+// Convolutions on devices other than CPU and CUDA reach the "overrideable"
+// entry points; they are the CPU convolutions over host aliases. The CPU
+// kernels may answer channels-last for a channels-last weight, while torch
+// (and torch.compile's fake tensors, which must agree with eager) says what
+// layout an overrideable convolution returns: the results take that layout.
+at::Tensor in_overrideable_layout(const at::Tensor& result, const at::Tensor& input, const at::Tensor& weight) {
+  if (!result.defined()) {
+    return result;
+  }
+  const at::MemoryFormat layout =
+      at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
+  const bool fits = (layout == at::MemoryFormat::ChannelsLast && result.dim() == 4) ||
+                    (layout == at::MemoryFormat::ChannelsLast3d && result.dim() == 5);
+  return result.contiguous(fits ? layout : at::MemoryFormat::Contiguous);
+}
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+                                    c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  return in_overrideable_layout(OnHost<at::_ops::convolution>::call(input, weight, bias, stride, padding, dilation,
+                                                                    transposed, output_padding, std::move(groups)),
+                                input, weight);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride,
+    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed, c10::SymIntArrayRef output_padding,
+    c10::SymInt groups, std::array<bool, 3> output_mask) {
+  std::optional<c10::SymIntArrayRef> bias_sizes;
+  const std::array<c10::SymInt, 1> bias_size{weight.sym_size(transposed ? 1 : 0) * (transposed ? groups : 1)};
+  if (output_mask[2]) {
+    bias_sizes = c10::SymIntArrayRef(bias_size);
+  }
+  auto [grad_input, grad_weight, grad_bias] = OnHost<at::_ops::convolution_backward>::call(
+      grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+      output_mask);
+  return {in_overrideable_layout(grad_input, input, weight), in_overrideable_layout(grad_weight, input, weight),
+          grad_bias};
+}
+
+// CUDA's histc counts integral tensors too and the CPU's refuses them; code
+// picks the dtype by device type (transformers' mixture-of-experts loss
+// passes int32 everywhere but on the CPU), so devices answer as CUDA does.
+// Counting the values as doubles puts each in the bin CUDA's integer
+// arithmetic does.
+at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max) {
+  if (!at::isIntegralType(self.scalar_type(), /*includeBool=*/false)) {
+    return OnHost<at::_ops::histc>::call(self, bins, min, max);
+  }
+  return OnHost<at::_ops::histc>::call(self.to(at::kDouble), bins, min, max).to(self.scalar_type());
+}
+
+#define TORCHPLUG_ON_HOST(library, schema_name, op) library.impl(schema_name, TORCH_FN((&OnHost<at::_ops::op>::call)))
+
+}  // namespace
+
+void register_host_kernels(torch::Library& library) {
+  library.impl("add.Tensor", TORCH_FN(add_Tensor));
+  library.impl("sub.Tensor", TORCH_FN(sub_Tensor));
+  library.impl("mul.Tensor", TORCH_FN(mul_Tensor));
+  library.impl("div.Tensor", TORCH_FN(div_Tensor));
+  library.impl("add_.Tensor", TORCH_FN(add__Tensor));
+  library.impl("mul_.Tensor", TORCH_FN(mul__Tensor));
+  library.impl("zero_", TORCH_FN(zero_));
+  TORCHPLUG_ON_HOST(library, "mean.dim", mean_dim);
+  // The CPU computes float GELU with oneDNN, which only CPU tensors reach.
+  TORCHPLUG_ON_HOST(library, "gelu", gelu);
+  TORCHPLUG_ON_HOST(library, "gelu_backward", gelu_backward);
+  // Without a device kernel, mse_loss reaches the composite that calls
+  // mse_loss.out with a 0-d out, which the CPU kernel resizes with a warning.
+  TORCHPLUG_ON_HOST(library, "mse_loss", mse_loss);
+  library.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
+  library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+  library.impl("histc", TORCH_FN(histc));
+}
+
+}  // namespace torchplug

@@ -1,0 +1,307 @@
+#include "launch/kernel_launch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include <ATen/Parallel.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/op_registration/adaption.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include "backend/backend.h"
+#include "memory/device_allocator.h"
+#include "memory/host_alias.h"
+#include "launch/sync_debug.h"
+#include "launch/worker_thread.h"
+
+namespace torchplug {
+namespace {
+
+// Queueing a kernel costs a few microseconds (a closure, a lock, waking the
+// worker); one touching fewer elements than this runs at once when its
+// stream is idle, which keeps the order and is cheaper.
+constexpr int64_t kQueuedWorkThreshold = 16384;
+
+// Queued kernels, handed back by the workers once they ran. What a kernel
+// keeps whole (a Python number's tensor) may be the last reference to a
+// tensor Python knew, whose release needs the GIL, which a worker must never
+// wait for (the host may hold it while it waits for the worker): host
+// threads drop them.
+// Leaked on purpose, like the platforms: workers may retire kernels while the
+// process exits.
+std::mutex retired_mutex;
+auto* retired = new std::vector<std::shared_ptr<std::function<void()>>>();
+std::atomic<bool> has_retired{false};
+
+void retire(std::shared_ptr<std::function<void()>> kernel) {
+  std::lock_guard<std::mutex> lock(retired_mutex);
+  retired->push_back(std::move(kernel));
+  has_retired.store(true, std::memory_order_release);
+}
+
+void drop_retired_kernels() {
+  if (on_stream_worker_thread() || !has_retired.load(std::memory_order_acquire)) {
+    return;
+  }
+  std::vector<std::shared_ptr<std::function<void()>>> dropping;
+  {
+    std::lock_guard<std::mutex> lock(retired_mutex);
+    dropping.swap(*retired);
+    has_retired.store(false, std::memory_order_release);
+  }
+}
+
+bool launch_blocking_requested() {
+  const char* value = std::getenv("TORCHPLUG_LAUNCH_BLOCKING");
+  if (value == nullptr) {
+    return false;
+  }
+  const std::string text(value);
+  return text == "1" || text == "true" || text == "yes" || text == "on";
+}
+
+// The state a queued kernel runs in on the worker: its device and stream
+// current (for what it allocates and launches), below autograd as every
+// backend kernel runs, and never back into Python.
+class QueuedKernelScope {
+ public:
+  explicit QueuedKernelScope(c10::Stream stream)
+      : device_(stream.device()),
+        excluded_(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+                                       c10::DispatchKey::PythonDispatcher})) {
+    set_current_stream(stream);
+  }
+  QueuedKernelScope(const QueuedKernelScope&) = delete;
+  QueuedKernelScope& operator=(const QueuedKernelScope&) = delete;
+
+ private:
+  c10::DeviceGuard device_;
+  at::AutoDispatchBelowADInplaceOrView below_autograd_;
+  c10::impl::ExcludeDispatchKeyGuard excluded_;
+  // What the kernel launches in turn (a CPU kernel dispatching a copy) runs inline, in order.
+  StreamWorkerMark on_worker_;
+};
+
+std::exception_ptr asynchronous_failure(const char* name, c10::Stream stream, const std::exception& error) {
+  const c10::Error* torch_error = dynamic_cast<const c10::Error*>(&error);
+  const std::string reason = torch_error != nullptr ? torch_error->what_without_backtrace() : error.what();
+  try {
+    TORCH_CHECK(false, "Kernel ", name, " failed on ", stream.device(), " (stream ", stream.id(), "): ", reason,
+                "\nKernels run asynchronously, so this error surfaced at a later synchronizing call, not where ",
+                name, " was launched. Set TORCHPLUG_LAUNCH_BLOCKING=1 to raise it at the launch.");
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+constexpr const char* kInjectedFailure = "injected kernel failure (torchplug.runtime.inject_kernel_failures)";
+
+// A queued kernel computes with as many intra-op threads as its launching
+// thread would (torch.set_num_threads applies to the thread that calls it):
+// the CPU's reductions and matrix products split work, and round, by it.
+void use_intra_op_threads(int threads) {
+  thread_local int current = 0;
+  if (threads != current) {
+    at::set_num_threads(threads);
+    current = threads;
+  }
+}
+
+void run_queued_kernel(const char* name, c10::Stream stream, uint64_t correlation, int threads,
+                       const std::function<void()>& body) {
+  use_intra_op_threads(threads);
+  const QueuedKernelScope scope(stream);
+  const DeviceActivity activity(name, stream.device(), ActivityKind::kKernel, stream.id(), correlation);
+  TORCH_CHECK(!platform_for(stream.device_type()).take_kernel_failure(stream.device_index()), kInjectedFailure);
+  body();
+}
+
+}  // namespace
+
+bool launch_blocking() {
+  static const bool requested = launch_blocking_requested();
+  return requested || runtime::strict_mode();
+}
+
+bool queues_kernel(c10::Device device, int64_t work) {
+  if (on_stream_worker_thread() || launch_blocking()) {
+    return false;
+  }
+  return work >= kQueuedWorkThreshold || !runtime_stream(current_stream(device)).query();
+}
+
+void fail_if_injected(const char* name, c10::Device device) {
+  if (!on_stream_worker_thread()) {  // a kernel a queued kernel launches is part of it
+    TORCH_CHECK(!platform_for(device.type()).take_kernel_failure(device.index()), "Kernel ", name, " failed on ",
+                device, ": ", kInjectedFailure);
+  }
+}
+
+void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body) {
+  // A process that exits with kernels queued lets them finish before its
+  // statics (which the kernels use) are destroyed.
+  static const bool waits_at_exit = std::atexit([] {
+    try {
+      runtime::Platform::wait_for_all_streams();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): an exception from an atexit handler terminates
+    }
+  }) == 0;
+  (void)waits_at_exit;
+  drop_retired_kernels();
+  const c10::Stream stream = current_stream(device);
+  auto kernel = std::make_shared<std::function<void()>>(std::move(body));
+  runtime_stream(stream).enqueue([kernel = std::move(kernel), name, stream,
+                                  correlation = current_correlation_id(), threads = at::get_num_threads()]() mutable {
+    std::exception_ptr failure;
+    try {
+      run_queued_kernel(name, stream, correlation, threads, *kernel);
+    } catch (const std::exception& error) {
+      failure = asynchronous_failure(name, stream, error);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    retire(std::move(kernel));
+    if (failure) {
+      std::rethrow_exception(failure);
+    }
+  });
+}
+
+at::Tensor QueuedViews::view(const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.device().is_cpu() || !tensor.has_storage() ||
+      !allocated_by_device_allocator(tensor.storage().data_ptr())) {
+    return tensor;
+  }
+  const c10::Storage& storage = tensor.storage();
+  const c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  for (const auto& [known, unowned] : storages_) {
+    if (known == impl) {
+      return device_view(unowned, tensor, device_key_set(tensor.device().type()));
+    }
+  }
+  c10::Storage unowned(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                       c10::DataPtr(storage.unsafeGetStorageImpl()->mutable_data(), tensor.device()),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  storages_.emplace_back(impl, unowned);
+  return device_view(unowned, tensor, device_key_set(tensor.device().type()));
+}
+
+KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, const LaunchOptions& options) {
+  if (on_stream_worker_thread()) {
+    return;  // launched by a queued kernel: its stream's order already holds
+  }
+  drop_retired_kernels();
+  if (options.host_waits) {
+    check_synchronizing_operation(device, name);
+    // The host reads a result: a kernel that failed on any stream of the
+    // device is reported here, as CUDA reports a sticky error at item().
+    raise_pending_kernel_errors(device);
+  }
+  wait_for_current_stream(device);
+  if (options.peer.has_value() && *options.peer != device) {
+    wait_for_current_stream(*options.peer);
+  }
+}
+
+KernelLaunch::KernelLaunch(const char* name, c10::Device device, const std::vector<const void*>& memory,
+                           LaunchOptions options)
+    : guard_(device), order_(name, device, options), access_(memory), activity_(name, device, options.kind) {
+  if (options.kind == ActivityKind::kKernel) {
+    // Every kernel that runs at its launch (the fallback's, hpu's, vendor
+    // and compiled kernels) can fail as a faulting kernel does: here.
+    fail_if_injected(name, device);
+  }
+}
+
+std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*> tensors) {
+  std::vector<const void*> memory;
+  if (!runtime::strict_mode()) {
+    return memory;
+  }
+  for (const at::Tensor* tensor : tensors) {
+    if (tensor->defined() && !tensor->device().is_cpu() && tensor->has_storage()) {
+      memory.push_back(tensor->storage().data());
+    }
+  }
+  return memory;
+}
+
+namespace {
+
+[[noreturn]] void different_devices(const char* op, c10::Device first, c10::Device second) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", first,
+              " and ", second, "! (in ", op, "; move the tensors to one device with .to(device) first)");
+}
+
+}  // namespace
+
+void KernelDevice::note(const at::Tensor& tensor) {
+  if (!tensor.defined()) {
+    return;
+  }
+  const c10::Device device = tensor.device();
+  if (device.is_cpu()) {
+    host_operand_ = host_operand_ || tensor.dim() > 0;
+    return;
+  }
+  note(device);
+}
+
+void KernelDevice::note(const at::Tensor& tensor, const char* argument) {
+  if (!tensor.defined()) {
+    return;
+  }
+  if (!device_.has_value()) {
+    device_ = tensor.device();
+  } else if (*device_ != tensor.device()) {
+    c10::impl::common_device_check_failure(*device_, tensor, op_, argument);
+  }
+}
+
+void KernelDevice::note(c10::Device device) {
+  if (!device_.has_value()) {
+    device_ = device;
+  } else if (*device_ != device) {
+    different_devices(op_, *device_, device);
+  }
+}
+
+c10::Device KernelDevice::device() const {
+  TORCH_CHECK(device_.has_value() && !device_->is_cpu(), op_,
+              " reached a simulated device without a device tensor or device argument.");
+  if (host_operand_) {
+    different_devices(op_, *device_, c10::Device(c10::kCPU));
+  }
+  return *device_;
+}
+
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+  const c10::Device device = storage.device();
+  c10::DataPtr fresh = [&] {
+    const c10::DeviceGuard guard(device);  // the allocator serves the current device
+    return impl->allocator()->allocate(nbytes);
+  }();
+  const size_t kept = std::min(nbytes, impl->nbytes());
+  if (kept > 0) {
+    std::vector<const void*> memory;
+    if (runtime::strict_mode()) {
+      memory = {fresh.get(), impl->data()};
+    }
+    const KernelLaunch launch("Memcpy DtoD", device, memory, {ActivityKind::kMemcpy});
+    std::memcpy(fresh.get(), impl->data(), kept);
+  }
+  impl->set_data_ptr_noswap(std::move(fresh));
+  impl->set_nbytes(nbytes);
+}
+
+}  // namespace torchplug

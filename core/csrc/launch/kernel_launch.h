@@ -1,0 +1,173 @@
+#pragma once
+// The one way work enters a simulated device. Every kernel entry (the CPU
+// fallback, the native and host kernels, copies, item(), and vendor kernels
+// through the plugin SDK) runs inside a KernelLaunch, which
+//   1. makes the kernel's device current;
+//   2. orders the kernel after the work queued on the current stream of that
+//      device (and of a copy's peer device);
+//   3. flags a host wait in sync-debug mode (copies to the host, item());
+//   4. grants strict memory mode's access to the device memory it touches;
+//   5. times it as a device activity for torch.profiler.
+// Kernels whose output shapes are known before they run go through
+// launch_kernel instead, which queues them on the stream (asynchronous
+// execution, as on real hardware) and does the same on the stream's worker.
+// Whatever must see every kernel belongs here, not in the kernels.
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/OptionalArrayRef.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+
+#include "profiler/device_activity.h"
+#include "runtime/memory_guard.h"
+
+namespace torchplug {
+
+struct LaunchOptions {
+  ActivityKind kind = ActivityKind::kKernel;
+  // A second device the work reads or writes (a copy between two devices).
+  std::optional<c10::Device> peer = std::nullopt;
+  // The host waits for the result (blocking copies to the host, item()).
+  bool host_waits = false;
+};
+
+class KernelLaunch {
+ public:
+  // `memory`: the device allocations the kernel touches; only strict mode
+  // needs them, and callers collect them only there (see touched_memory).
+  KernelLaunch(const char* name, c10::Device device, const std::vector<const void*>& memory = {},
+               LaunchOptions options = {});
+
+  KernelLaunch(const KernelLaunch&) = delete;
+  KernelLaunch& operator=(const KernelLaunch&) = delete;
+
+ private:
+  // Runs in the constructor's member initialisation, between the guard and the access grant.
+  struct StreamOrder {
+    StreamOrder(const char* name, c10::Device device, const LaunchOptions& options);
+  };
+
+  c10::DeviceGuard guard_;
+  StreamOrder order_;
+  runtime::KernelAccess access_;
+  DeviceActivity activity_;
+};
+
+// True when kernels run as they are launched: TORCHPLUG_LAUNCH_BLOCKING=1 (a
+// debugging aid, like CUDA_LAUNCH_BLOCKING) and strict memory mode.
+bool launch_blocking();
+
+// Whether a kernel on `device` touching about `work` elements is queued on
+// the current stream (asynchronous execution) rather than run at once: not
+// when launches block, and not a small kernel whose stream is idle (queueing
+// it would cost more than running it, and running it now keeps the order).
+bool queues_kernel(c10::Device device, int64_t work);
+// Queues `body` on `device`'s current stream; an error it raises there
+// surfaces at the next synchronizing call, naming operator `name`.
+void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body);
+// Raises the failure torchplug.runtime.inject_kernel_failures asked for, if any.
+void fail_if_injected(const char* name, c10::Device device);
+
+// What a queued kernel keeps of its tensor arguments: views of their device
+// memory that do not own it, so the memory is freed when the program drops
+// the tensor, as with CUDA's stream-ordered allocator (the allocator keeps
+// freed memory mapped while kernels are queued). Tensors it cannot view so
+// (host tensors, memory of other owners) are kept whole. Views of one device
+// storage share one unowned storage, so the kernel sees its operands alias
+// (and overlap) exactly as they do.
+class QueuedViews {
+ public:
+  at::Tensor view(const at::Tensor& tensor);
+
+ private:
+  c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages_;
+};
+
+template <typename T>
+struct is_array_ref : std::false_type {};
+template <typename T>
+struct is_array_ref<c10::ArrayRef<T>> : std::true_type {};
+
+// An optional list of ints a queued kernel keeps (an OptionalIntArrayRef
+// refers to the caller's list), handed to the kernel as one again.
+struct KeptIntList {
+  std::optional<std::vector<int64_t>> values;
+  operator at::OptionalIntArrayRef() const {  // NOLINT(google-explicit-constructor): stands in for the argument
+    return values.has_value() ? at::OptionalIntArrayRef(*values) : at::OptionalIntArrayRef();
+  }
+};
+
+template <typename T>
+auto kept_for_queue(QueuedViews& views, const T& argument) {
+  static_assert(!is_array_ref<T>::value, "a queued kernel cannot keep an ArrayRef argument; copy it into a vector");
+  if constexpr (std::is_same_v<T, at::OptionalIntArrayRef>) {
+    return argument.has_value() ? KeptIntList{argument->vec()} : KeptIntList{};
+  } else if constexpr (std::is_same_v<T, at::Tensor>) {
+    return views.view(argument);
+  } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
+    return argument.has_value() ? std::optional<at::Tensor>(views.view(*argument)) : std::optional<at::Tensor>();
+  } else {
+    return argument;
+  }
+}
+
+// Runs `body(args...)` as a kernel of operator `name` on `device`, after the
+// work queued on the device's current stream: queued there (see
+// queues_kernel), over what kept_for_queue keeps of `args`, or at once.
+template <typename Body, typename... Args>
+void launch_kernel(const char* name, c10::Device device, int64_t work, Body body, const Args&... args) {
+  if (!queues_kernel(device, work)) {
+    const KernelLaunch launch(name, device);
+    body(args...);
+    return;
+  }
+  QueuedViews views;
+  enqueue_kernel(name, device, [body = std::move(body), kept = std::make_tuple(kept_for_queue(views, args)...)] {
+    std::apply(body, kept);
+  });
+}
+
+// The storages of the device tensors among `tensors`, in strict mode only.
+std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*> tensors);
+
+// The device a kernel runs on, found from its operands. As in torch's own
+// device kernels, every device operand must be on it, and no host operand but
+// a scalar may join them: the CPU kernel underneath would read a host operand
+// happily (device memory is host memory) and hide a device mix-up the user
+// must see. Raises torch's same-device error, naming the operator.
+class KernelDevice {
+ public:
+  explicit KernelDevice(const char* op) : op_(op) {}
+
+  // An operand: undefined ones and 0-dim CPU ones (scalars) do not count.
+  void note(const at::Tensor& tensor);
+  // An operand, checked as torch's generated device checks of CUDA kernels
+  // do: every defined operand, CPU scalars included, must be on the first
+  // one's device, and the error names the `argument`.
+  void note(const at::Tensor& tensor, const char* argument);
+  // A device the kernel must run on (a device operand's, a device argument's).
+  void note(c10::Device device);
+  bool found() const { return device_.has_value(); }
+  // The device, once every operand is noted.
+  c10::Device device() const;
+
+ private:
+  const char* op_;
+  std::optional<c10::Device> device_;
+  bool host_operand_ = false;
+};
+
+// Resizes a device storage to `nbytes` bytes, keeping what fits of its
+// contents (resize_, Storage.resize_): a fresh allocation on the storage's
+// device, filled by a copy that is a kernel of that device.
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
+
+}  // namespace torchplug

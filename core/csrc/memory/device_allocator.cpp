@@ -1,0 +1,477 @@
+#include "memory/device_allocator.h"
+
+#include <array>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <c10/util/Exception.h>
+
+#include "backend/backend.h"
+#include "launch/stream_trace.h"
+#include "launch/worker_thread.h"
+#include "runtime/event.h"
+
+namespace torchplug {
+namespace {
+
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr size_t kSmallRequest = size_t{1} << 20;  // served from the small pool
+constexpr size_t kSmallRound = 512;
+constexpr size_t kLargeRound = size_t{2} << 20;
+
+size_t rounded_size(size_t bytes) {
+  const size_t unit = bytes <= kSmallRequest ? kSmallRound : kLargeRound;
+  return bytes == 0 ? unit : (bytes + unit - 1) / unit * unit;
+}
+
+StatType pool_of(size_t block_size) {
+  return block_size <= kSmallRequest ? StatType::SMALL_POOL : StatType::LARGE_POOL;
+}
+
+void increase(c10::CachingAllocator::StatArray& stat, StatType pool, size_t amount) {
+  stat[static_cast<size_t>(StatType::AGGREGATE)].increase(amount);
+  stat[static_cast<size_t>(pool)].increase(amount);
+}
+
+void decrease(c10::CachingAllocator::StatArray& stat, StatType pool, size_t amount) {
+  stat[static_cast<size_t>(StatType::AGGREGATE)].decrease(amount);
+  stat[static_cast<size_t>(pool)].decrease(amount);
+}
+
+}  // namespace
+
+class CachingDeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  struct Block {
+    CachingDeviceAllocator* owner;
+    void* pointer;
+    size_t size;       // rounded size held from the device
+    size_t requested;  // what the caller asked for
+    c10::DeviceIndex device;
+    c10::StreamId stream;                       // stream it was allocated on
+    std::unordered_set<c10::StreamId> used_on;  // other streams (record_stream)
+    std::vector<std::unique_ptr<runtime::Event>> pending;       // work on used_on at free time
+    bool adopted = false;
+    c10::DataPtr adopted_data;                  // owner of adopted host memory
+  };
+
+  explicit CachingDeviceAllocator(c10::DeviceType type) : type_(type) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    const c10::DeviceIndex device = checked_device_index(type_, -1);
+    if (nbytes == 0) {
+      return c10::DataPtr(nullptr, c10::Device(type_, device));
+    }
+    Block* block = take_block(device, nbytes);
+    return c10::DataPtr(block->pointer, block, &free_block, c10::Device(type_, device));
+  }
+
+  static bool allocated_here(const c10::DataPtr& data) { return data.get_deleter() == &free_block; }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    platform().memcpy(dest, src, count);
+  }
+
+  bool initialized() override { return platform().initialized(); }
+
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    // Cached memory goes back to the device only once no queued kernel can still touch it.
+    for (int device = 0; device < platform().device_count(); ++device) {
+      if (platform().initialized() && !on_stream_worker_thread()) {
+        platform().wait_idle(device);
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t device = 0; device < per_device_.size(); ++device) {
+      release_cached(static_cast<c10::DeviceIndex>(device));
+    }
+  }
+
+  void recordStream(const c10::DataPtr& data, c10::Stream stream) override {
+    if (data.get_deleter() != &free_block) {
+      return;
+    }
+    auto* block = static_cast<Block*>(data.get_context());
+    // Checked here too for callers below the record_stream kernel
+    // (recordDataPtrOnStream): the block keeps only a stream id, which must be
+    // one of its own device's, or the free would look it up on the wrong one.
+    TORCH_CHECK(stream.device_type() == type_ && stream.device_index() == block->device,
+                "Cannot record memory of ", c10::Device(type_, block->device), " on stream ", stream.id(), " of ",
+                stream.device(), ": record it on a stream of its own device.");
+    trace_stream_order({TraceKind::kMemoryRecordStream, c10::Device(type_, block->device), stream.id(),
+                        reinterpret_cast<uintptr_t>(block->pointer)});
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stream.id() != block->stream) {
+      block->used_on.insert(stream.id());
+    }
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return state(checked_device_index(type_, device)).stats;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceStats& stats = state(checked_device_index(type_, device)).stats;
+    for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                        &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                        &stats.inactive_split_bytes, &stats.requested_bytes}) {
+      for (auto& stat : *array) {
+        stat.reset_accumulated();
+      }
+    }
+    stats.num_alloc_retries = 0;
+    stats.num_ooms = 0;
+    stats.num_device_alloc = 0;
+    stats.num_device_free = 0;
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const c10::DeviceIndex index = checked_device_index(type_, device);
+    DeviceStats& stats = state(index).stats;
+    for (auto* array : {&stats.allocation, &stats.segment, &stats.active, &stats.inactive_split,
+                        &stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
+                        &stats.inactive_split_bytes, &stats.requested_bytes}) {
+      for (auto& stat : *array) {
+        stat.reset_peak();
+      }
+    }
+    platform().reset_peak(index);
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    const c10::DeviceIndex index = checked_device_index(type_, device);
+    const size_t total = platform().capacity(index);
+    const auto used = static_cast<size_t>(platform().stats(index).used_bytes);
+    return {total > used ? total - used : 0, total};
+  }
+
+  void set_memory_fraction(c10::DeviceIndex device, double fraction) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    state(checked_device_index(type_, device)).memory_fraction = fraction;
+  }
+
+  double memory_fraction(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return state(checked_device_index(type_, device)).memory_fraction;
+  }
+
+  c10::DataPtr adopt(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ensure_within_fraction(device.index(), nbytes, lock);
+    }
+    translate_runtime_errors([&] { platform().adopt(device.index(), nbytes); });
+    // Made for the current stream's kernel, as take_block's are: frees are
+    // traced against this stream, so the stream sanitizer checks the right one.
+    const c10::StreamId stream = current_stream(device).id();
+    auto* block = new Block{this, host_data.get(), nbytes, nbytes, device.index(), stream, {}, {}, true,
+                            std::move(host_data)};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      DeviceStats& stats = state(device.index()).stats;
+      count_segment(stats, nbytes, /*add=*/true);
+      count_use(stats, *block, /*add=*/true);
+    }
+    return c10::DataPtr(block->pointer, block, &free_block, device);
+  }
+
+ private:
+  struct DeviceState {
+    DeviceStats stats;
+    std::unordered_map<size_t, std::vector<Block*>> cached;  // by rounded size
+    std::vector<Block*> awaiting_streams;                   // freed, used on busy streams
+    double memory_fraction = 1.0;                           // of the capacity this process may reserve
+  };
+
+  runtime::Platform& platform() const { return platform_for(type_); }
+
+  DeviceState& state(c10::DeviceIndex device) {
+    if (per_device_.size() <= static_cast<size_t>(device)) {
+      per_device_.resize(device + 1);
+    }
+    return per_device_[device];
+  }
+
+  static void count_segment(DeviceStats& stats, size_t size, bool add) {
+    const StatType pool = pool_of(size);
+    if (add) {
+      increase(stats.segment, pool, 1);
+      increase(stats.reserved_bytes, pool, size);
+      ++stats.num_device_alloc;
+    } else {
+      decrease(stats.segment, pool, 1);
+      decrease(stats.reserved_bytes, pool, size);
+      ++stats.num_device_free;
+    }
+  }
+
+  static void count_use(DeviceStats& stats, const Block& block, bool add) {
+    const StatType pool = pool_of(block.size);
+    auto change = add ? &increase : &decrease;
+    change(stats.allocation, pool, 1);
+    change(stats.active, pool, 1);
+    change(stats.allocated_bytes, pool, block.size);
+    change(stats.active_bytes, pool, block.size);
+    change(stats.requested_bytes, pool, block.requested);
+  }
+
+  Block* take_block(c10::DeviceIndex device, size_t nbytes) {
+    const size_t size = rounded_size(nbytes);
+    translate_runtime_errors([&] { platform().check_usable(); });
+    const c10::StreamId stream = current_stream(c10::Device(type_, device)).id();
+    std::unique_lock<std::mutex> lock(mutex_);
+    DeviceState& dev = state(device);
+    reclaim_finished(dev);
+    Block* block = nullptr;
+    auto it = dev.cached.find(size);
+    if (it != dev.cached.end()) {
+      // Prefer a block last used on this stream: reuse needs no synchronisation.
+      auto& blocks = it->second;
+      for (size_t i = blocks.size(); i-- > 0;) {
+        if (blocks[i]->stream == stream) {
+          block = blocks[i];
+          blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+      }
+    }
+    if (block == nullptr) {
+      block = new_block(device, size, lock);
+    }
+    block->requested = nbytes;
+    block->stream = stream;
+    count_use(dev.stats, *block, /*add=*/true);
+    return block;
+  }
+
+  // The per-process memory fraction caps reserved memory below the device's
+  // capacity; the cache is given back first if that makes room, as with CUDA.
+  // Caller holds mutex_ through `lock`.
+  void ensure_within_fraction(c10::DeviceIndex device, size_t size, std::unique_lock<std::mutex>& lock) {
+    DeviceState& dev = state(device);
+    if (dev.memory_fraction >= 1.0) {
+      return;
+    }
+    const size_t capacity = platform().capacity(device);
+    const auto limit = static_cast<size_t>(dev.memory_fraction * static_cast<double>(capacity));
+    auto reserved = [&] {
+      return static_cast<size_t>(dev.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
+    };
+    if (reserved() + size <= limit) {
+      return;
+    }
+    ++dev.stats.num_alloc_retries;
+    wait_for_queued_kernels(device, lock);
+    release_cached(device);
+    if (reserved() + size <= limit) {
+      return;
+    }
+    ++dev.stats.num_ooms;
+    constexpr double kMiB = 1024.0 * 1024.0;
+    TORCH_CHECK_WITH(OutOfMemoryError, false, c10::Device(type_, device), " out of memory: tried to allocate ",
+                     static_cast<double>(size) / kMiB, " MiB, but the per-process memory fraction ",
+                     dev.memory_fraction, " limits this process to ", static_cast<double>(limit) / kMiB,
+                     " MiB of the device's ", static_cast<double>(capacity) / kMiB, " MiB, and ",
+                     static_cast<double>(reserved()) / kMiB,
+                     " MiB are in use. Free tensors, or raise the limit with torch.",
+                     c10::DeviceTypeName(type_, /*lower_case=*/true), ".set_per_process_memory_fraction().");
+  }
+
+  // Lets the kernels queued on `device` finish, since they may use memory the
+  // cache would give back, with mutex_ released (they may allocate). Not on a
+  // stream worker, which would wait for itself.
+  void wait_for_queued_kernels(c10::DeviceIndex device, std::unique_lock<std::mutex>& lock) {
+    if (on_stream_worker_thread() || platform().idle(device)) {
+      return;
+    }
+    lock.unlock();
+    platform().wait_idle(device);
+    lock.lock();
+  }
+
+  Block* new_block(c10::DeviceIndex device, size_t size, std::unique_lock<std::mutex>& lock) {
+    DeviceState& dev = state(device);
+    ensure_within_fraction(device, size, lock);
+    void* pointer = nullptr;
+    try {
+      pointer = platform().malloc(device, size);
+    } catch (const runtime::OutOfMemoryError& error) {
+      if (error.injected) {
+        ++dev.stats.num_ooms;
+        translate_runtime_errors([&]() -> void { throw; });
+      }
+      // Give the cache back to the device and try once more, as CUDA's allocator does.
+      ++dev.stats.num_alloc_retries;
+      wait_for_queued_kernels(device, lock);
+      release_cached(device);
+      try {
+        pointer = platform().malloc(device, size);
+      } catch (const runtime::OutOfMemoryError&) {
+        ++dev.stats.num_ooms;
+        translate_runtime_errors([&]() -> void { throw; });
+      }
+    }
+    count_segment(dev.stats, size, /*add=*/true);
+    return new Block{this, pointer, size, size, device, 0, {}, {}, false, {}};
+  }
+
+  // Returns cached (unused) blocks of `device` to the runtime. Caller holds mutex_.
+  void release_cached(c10::DeviceIndex device) {
+    DeviceState& dev = state(device);
+    reclaim_finished(dev);
+    if (!platform().idle(device)) {
+      return;  // a queued kernel may still use cached memory (a freed tensor's); it stays cached
+    }
+    for (auto& [size, blocks] : dev.cached) {
+      for (Block* block : blocks) {
+        platform().free(block->pointer);
+        count_segment(dev.stats, block->size, /*add=*/false);
+        delete block;
+      }
+    }
+    dev.cached.clear();
+  }
+
+  // Moves blocks whose pending stream work has finished into the cache.
+  void reclaim_finished(DeviceState& dev) {
+    if (dev.awaiting_streams.empty()) {
+      return;
+    }
+    auto& waiting = dev.awaiting_streams;
+    for (size_t i = waiting.size(); i-- > 0;) {
+      Block* block = waiting[i];
+      bool done = true;
+      for (const auto& event : block->pending) {
+        done = done && event->query();
+      }
+      if (done) {
+        block->pending.clear();
+        waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
+        if (block->adopted) {
+          delete_adopted(dev, block);
+        } else {
+          dev.cached[block->size].push_back(block);
+        }
+      }
+    }
+  }
+
+  void delete_adopted(DeviceState& dev, Block* block) {
+    count_segment(dev.stats, block->size, /*add=*/false);
+    platform().release_adopted(block->device, block->size);
+    delete block;  // frees the host memory through its own deleter
+  }
+
+  void release(Block* block) {
+    trace_stream_order({TraceKind::kMemoryFree, c10::Device(type_, block->device), block->stream,
+                        reinterpret_cast<uintptr_t>(block->pointer)});
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& dev = state(block->device);
+    count_use(dev.stats, *block, /*add=*/false);
+    if (block->adopted) {
+      // Host memory that is freed outright: not while a queued kernel may read it.
+      for (runtime::Stream* stream : platform().streams(block->device)) {
+        if (!stream->query()) {
+          block->pending.push_back(std::make_unique<runtime::Event>());
+          block->pending.back()->record(*stream);
+        }
+      }
+      if (block->pending.empty()) {
+        delete_adopted(dev, block);
+      } else {
+        dev.awaiting_streams.push_back(block);
+      }
+      return;
+    }
+    // Memory used on other streams is reused only after their queued work ends.
+    for (c10::StreamId id : block->used_on) {
+      runtime::Stream& stream = platform().stream(block->device, id);
+      if (!stream.query()) {
+        block->pending.push_back(std::make_unique<runtime::Event>());
+        block->pending.back()->record(stream);
+      }
+    }
+    block->used_on.clear();
+    if (block->pending.empty()) {
+      dev.cached[block->size].push_back(block);
+    } else {
+      dev.awaiting_streams.push_back(block);
+    }
+  }
+
+  // A DataPtr's deleter runs inside destructors (a tensor freed by Python, a
+  // queued kernel retired on a worker): an exception escaping it would
+  // terminate the process. What fails here is reported and the block is
+  // kept (leaked) rather than reused while work may still touch it.
+  static void free_block(void* context) noexcept {
+    auto* block = static_cast<Block*>(context);
+    try {
+      block->owner->release(block);
+    } catch (const std::exception& error) {
+      report_failed_free(block, error.what());
+    } catch (...) {
+      report_failed_free(block, "unknown error");
+    }
+  }
+
+  static void report_failed_free(const Block* block, const char* reason) noexcept {
+    try {
+      TORCH_WARN("torchplug could not free a block of ", block->size, " bytes of ",
+                 c10::Device(block->owner->type_, block->device), " (", reason,
+                 "); it stays allocated. Please report this as a torchplug bug.");
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nothing left to report with
+    }
+  }
+
+  const c10::DeviceType type_;
+  std::mutex mutex_;
+  std::deque<DeviceState> per_device_;  // grows at the end; a state keeps its address
+};
+
+namespace {
+std::array<std::unique_ptr<CachingDeviceAllocator>,
+           static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
+    allocators;
+}  // namespace
+
+CachingDeviceAllocator& caching_allocator(c10::DeviceType type) {
+  static std::mutex creation_mutex;
+  auto& slot = allocators[static_cast<size_t>(type)];
+  if (!slot) {
+    std::lock_guard<std::mutex> lock(creation_mutex);
+    if (!slot) {
+      slot = std::make_unique<CachingDeviceAllocator>(type);
+      c10::SetAllocator(type, slot.get());
+    }
+  }
+  return *slot;
+}
+
+c10::DeviceAllocator& device_allocator(c10::DeviceType type) { return caching_allocator(type); }
+
+bool allocated_by_device_allocator(const c10::DataPtr& data) { return CachingDeviceAllocator::allocated_here(data); }
+
+void set_memory_fraction(c10::DeviceType type, c10::DeviceIndex device, double fraction) {
+  caching_allocator(type).set_memory_fraction(device, fraction);
+}
+
+double memory_fraction(c10::DeviceType type, c10::DeviceIndex device) {
+  return caching_allocator(type).memory_fraction(device);
+}
+
+c10::DataPtr adopt_as_device_memory(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
+  return caching_allocator(device.type()).adopt(std::move(host_data), nbytes, device);
+}
+
+}  // namespace torchplug
