@@ -20,71 +20,58 @@ constexpr uint64_t kCapabilities = TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY | TPD_
 
 }  // namespace
 
-TPD_Error* client_create(TPD_Client_Create_Args* args) {
-  return guarded("client_create", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Client_Create_Args, args);
-    if (checked.name == nullptr || checked.name[0] == '\0') {
-      throw Error(TPD_INVALID_ARGUMENT,
-                  "TPD_Client_Create_Args.name is NULL or empty; pass the backend's device name (\"npu\").");
-    }
-    if (checked.options != nullptr && checked.options[0] != '\0') {
-      throw Error(TPD_INVALID_ARGUMENT, std::string("The simulator takes no client options, but got \"") +
-                                            checked.options +
-                                            "\"; pass NULL, and set the device count and memory with the "
-                                            "simulator extension's configure.");
-    }
-    runtime::Platform* platform = nullptr;
-    try {
-      platform = &runtime::Platform::get(checked.name);
-    } catch (const runtime::RuntimeError& error) {  // every platform slot is taken
-      throw Error(TPD_UNAVAILABLE, std::string(error.what()) + " Create clients with a device name already in use.");
-    }
-    check_usable(*platform);
-    checked.client = register_client(std::make_shared<Client>(*platform));
-  });
+void client_create(TPD_Client_Create_Args& args) {
+  if (args.name == nullptr || args.name[0] == '\0') {
+    throw Error(TPD_INVALID_ARGUMENT,
+                "TPD_Client_Create_Args.name is NULL or empty; pass the backend's device name (\"npu\").");
+  }
+  if (args.options != nullptr && args.options[0] != '\0') {
+    throw Error(TPD_INVALID_ARGUMENT, std::string("The simulator takes no client options, but got \"") +
+                                          args.options +
+                                          "\"; pass NULL, and set the device count and memory with the "
+                                          "simulator extension's configure.");
+  }
+  runtime::Platform* platform = nullptr;
+  try {
+    platform = &runtime::Platform::get(args.name);
+  } catch (const runtime::RuntimeError& error) {  // every platform slot is taken
+    throw Error(TPD_UNAVAILABLE, std::string(error.what()) + " Create clients with a device name already in use.");
+  }
+  check_usable(*platform);
+  args.client = register_client(std::make_shared<Client>(*platform));
 }
 
-TPD_Error* client_destroy(TPD_Client_Destroy_Args* args) {
-  return guarded("client_destroy", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Client_Destroy_Args, args);
-    if (host_function_stream != nullptr && live_client(checked.client)->owns_stream(host_function_stream)) {
-      throw Error(TPD_INVALID_ARGUMENT,
-                  "client_destroy was called from a host function running on one of the client's streams, and "
-                  "would wait for that function forever; destroy the client from another thread.");
-    }
-    std::shared_ptr<Client> client = unregister_client(checked.client);
-    if (client->platform().in_bad_fork()) {
-      // Waiting for or joining the streams' worker threads, which did not
-      // survive the fork, would hang: the client's objects are left allocated.
-      static_cast<void>(new std::shared_ptr<Client>(std::move(client)));
-      return;
-    }
-    client->release();
-  });
+void client_destroy(TPD_Client_Destroy_Args& args) {
+  if (host_function_stream != nullptr && live_client(args.client)->owns_stream(host_function_stream)) {
+    throw Error(TPD_INVALID_ARGUMENT,
+                "client_destroy was called from a host function running on one of the client's streams, and "
+                "would wait for that function forever; destroy the client from another thread.");
+  }
+  std::shared_ptr<Client> client = unregister_client(args.client);
+  if (client->platform().in_bad_fork()) {
+    // Waiting for or joining the streams' worker threads, which did not
+    // survive the fork, would hang: the client's objects are left allocated.
+    static_cast<void>(new std::shared_ptr<Client>(std::move(client)));
+    return;
+  }
+  client->release();
 }
 
-TPD_Error* client_device_count(TPD_Client_DeviceCount_Args* args) {
-  return guarded("client_device_count", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Client_DeviceCount_Args, args);
-    checked.device_count = find_client(checked.client)->platform().device_count();
-  });
+void client_device_count(TPD_Client_DeviceCount_Args& args) {
+  args.device_count = find_client(args.client)->platform().device_count();
 }
 
-TPD_Error* device_get_properties(TPD_Device_GetProperties_Args* args) {
-  return guarded("device_get_properties", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Device_GetProperties_Args, args);
-    auto client = find_client(checked.client);
-    client->check_device(checked.device);
-    TPD_DeviceProperties& properties = TPD_CHECKED_ARGS(TPD_DeviceProperties, checked.properties);
-    runtime::Platform& platform = client->platform();
-    std::snprintf(properties.name, sizeof properties.name, "torchplug simulator %s:%d", platform.name().c_str(),
-                  checked.device);
-    properties.total_memory = platform.capacity(checked.device);
-    properties.capabilities = kCapabilities;
-    properties.stream_priority_greatest = kStreamPriorityGreatest;
-    properties.stream_priority_least = 0;
-    properties.memory_alignment = runtime::Platform::kMemoryAlignment;
-  });
+void device_get_properties(TPD_Device_GetProperties_Args& args) {
+  auto client = find_client(args.client, args.device);
+  TPD_DeviceProperties& properties = TPD_CHECKED_ARGS(TPD_DeviceProperties, args.properties);
+  runtime::Platform& platform = client->platform();
+  std::snprintf(properties.name, sizeof properties.name, "torchplug simulator %s:%d", platform.name().c_str(),
+                args.device);
+  properties.total_memory = platform.capacity(args.device);
+  properties.capabilities = kCapabilities;
+  properties.stream_priority_greatest = kStreamPriorityGreatest;
+  properties.stream_priority_least = 0;
+  properties.memory_alignment = runtime::Platform::kMemoryAlignment;
 }
 
 }  // namespace torchplug::simulator

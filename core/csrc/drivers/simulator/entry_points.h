@@ -1,49 +1,79 @@
 #pragma once
-// The functions of the simulator's TPD_Api table and extensions, by the file
-// that defines them; api.cpp puts them in the table.
+// The functions of the simulator's TPD_Api table and extensions. Each list
+// names a table's functions once, as X(member, Args); for each, the file named
+// defines the body
+//
+//     void member(Args& args);
+//
+// and api.cpp puts in the table's `member` the C function that runs it: it
+// checks `args` (checked_args: there, and with a struct_size covering this
+// header's members), and runs the body inside `guarded`, so that no exception
+// crosses the C boundary. No function is left out of its table or without
+// these checks, and they are written once.
 #include "torchplug/driver.h"
+
+// TPD_Api's functions, by the file that defines them (but error_destroy and
+// error_message, below).
+#define TPD_SIMULATOR_API_FUNCTIONS(X)                               \
+  /* errors.cpp */                                                   \
+  X(error_get_code, TPD_Error_GetCode_Args)                          \
+  /* clients.cpp */                                                  \
+  X(client_create, TPD_Client_Create_Args)                           \
+  X(client_destroy, TPD_Client_Destroy_Args)                         \
+  X(client_device_count, TPD_Client_DeviceCount_Args)                \
+  X(device_get_properties, TPD_Device_GetProperties_Args)            \
+  /* memory.cpp */                                                   \
+  X(memory_allocate, TPD_Memory_Allocate_Args)                       \
+  X(memory_free, TPD_Memory_Free_Args)                               \
+  X(memory_get_info, TPD_Memory_GetInfo_Args)                        \
+  X(host_memory_allocate, TPD_HostMemory_Allocate_Args)              \
+  X(host_memory_free, TPD_HostMemory_Free_Args)                      \
+  X(memory_set_async, TPD_Memory_SetAsync_Args)                      \
+  X(memory_copy_async, TPD_Memory_CopyAsync_Args)                    \
+  /* streams.cpp */                                                  \
+  X(stream_create, TPD_Stream_Create_Args)                           \
+  X(stream_destroy, TPD_Stream_Destroy_Args)                         \
+  X(stream_query, TPD_Stream_Query_Args)                             \
+  X(stream_synchronize, TPD_Stream_Query_Args)                       \
+  X(stream_wait_event, TPD_Stream_WaitEvent_Args)                    \
+  X(stream_launch_host_function, TPD_Stream_LaunchHostFunction_Args) \
+  /* events.cpp */                                                   \
+  X(event_create, TPD_Event_Create_Args)                             \
+  X(event_destroy, TPD_Event_Query_Args)                             \
+  X(event_record, TPD_Event_Record_Args)                             \
+  X(event_query, TPD_Event_Query_Args)                               \
+  X(event_synchronize, TPD_Event_Query_Args)                         \
+  X(event_elapsed_time, TPD_Event_ElapsedTime_Args)
+
+// TPD_ProfilerExtension's functions (extensions.cpp), in namespace profiler.
+#define TPD_SIMULATOR_PROFILER_FUNCTIONS(X) X(event_timestamp, TPD_Profiler_EventTimestamp_Args)
+
+// TPD_SimulatorExtension's functions (extensions.cpp), in namespace controls.
+#define TPD_SIMULATOR_CONTROL_FUNCTIONS(X)        \
+  X(configure, TPD_Simulator_Configure_Args)      \
+  X(inject_fault, TPD_Simulator_InjectFault_Args)
+
+#define TPD_SIMULATOR_DECLARE_BODY(member, Args) void member(Args& args);
 
 namespace torchplug::simulator {
 
-// errors.cpp
+// errors.cpp: the two functions that return no error, so report none; they
+// take their arguments unchecked and are in the table as they are.
 void error_destroy(TPD_Error_Destroy_Args* args);
 void error_message(TPD_Error_Message_Args* args);
-TPD_Error* error_get_code(TPD_Error_GetCode_Args* args);
 
-// clients.cpp
-TPD_Error* client_create(TPD_Client_Create_Args* args);
-TPD_Error* client_destroy(TPD_Client_Destroy_Args* args);
-TPD_Error* client_device_count(TPD_Client_DeviceCount_Args* args);
-TPD_Error* device_get_properties(TPD_Device_GetProperties_Args* args);
+TPD_SIMULATOR_API_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
 
-// memory.cpp
-TPD_Error* memory_allocate(TPD_Memory_Allocate_Args* args);
-TPD_Error* memory_free(TPD_Memory_Free_Args* args);
-TPD_Error* memory_get_info(TPD_Memory_GetInfo_Args* args);
-TPD_Error* host_memory_allocate(TPD_HostMemory_Allocate_Args* args);
-TPD_Error* host_memory_free(TPD_HostMemory_Free_Args* args);
-TPD_Error* memory_set_async(TPD_Memory_SetAsync_Args* args);
-TPD_Error* memory_copy_async(TPD_Memory_CopyAsync_Args* args);
+// The extensions' functions have namespaces of their own: their member names
+// are short, and would read as the table's own in this one.
+namespace profiler {
+TPD_SIMULATOR_PROFILER_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
+}  // namespace profiler
 
-// streams.cpp
-TPD_Error* stream_create(TPD_Stream_Create_Args* args);
-TPD_Error* stream_destroy(TPD_Stream_Destroy_Args* args);
-TPD_Error* stream_query(TPD_Stream_Query_Args* args);
-TPD_Error* stream_synchronize(TPD_Stream_Query_Args* args);
-TPD_Error* stream_wait_event(TPD_Stream_WaitEvent_Args* args);
-TPD_Error* stream_launch_host_function(TPD_Stream_LaunchHostFunction_Args* args);
-
-// events.cpp
-TPD_Error* event_create(TPD_Event_Create_Args* args);
-TPD_Error* event_destroy(TPD_Event_Query_Args* args);
-TPD_Error* event_record(TPD_Event_Record_Args* args);
-TPD_Error* event_query(TPD_Event_Query_Args* args);
-TPD_Error* event_synchronize(TPD_Event_Query_Args* args);
-TPD_Error* event_elapsed_time(TPD_Event_ElapsedTime_Args* args);
-
-// extensions.cpp
-TPD_Error* profiler_event_timestamp(TPD_Profiler_EventTimestamp_Args* args);
-TPD_Error* simulator_configure(TPD_Simulator_Configure_Args* args);
-TPD_Error* simulator_inject_fault(TPD_Simulator_InjectFault_Args* args);
+namespace controls {
+TPD_SIMULATOR_CONTROL_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
+}  // namespace controls
 
 }  // namespace torchplug::simulator
+
+#undef TPD_SIMULATOR_DECLARE_BODY

@@ -73,14 +73,11 @@ void error_message(TPD_Error_Message_Args* args) {
   args->message_size = args->error->message.size();
 }
 
-TPD_Error* error_get_code(TPD_Error_GetCode_Args* args) {
-  return guarded("error_get_code", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Error_GetCode_Args, args);
-    if (checked.error == nullptr) {
-      throw Error(TPD_INVALID_ARGUMENT, "TPD_Error_GetCode_Args.error is NULL; pass the error a call returned.");
-    }
-    checked.code = checked.error->code;
-  });
+void error_get_code(TPD_Error_GetCode_Args& args) {
+  if (args.error == nullptr) {
+    throw Error(TPD_INVALID_ARGUMENT, "TPD_Error_GetCode_Args.error is NULL; pass the error a call returned.");
+  }
+  args.code = args.error->code;
 }
 
 }  // namespace torchplug::simulator

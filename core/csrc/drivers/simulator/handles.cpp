@@ -49,11 +49,24 @@ typename Map::mapped_type find(const Map& map, const void* handle, const std::st
   return it->second;
 }
 
+// Refuses `first` and `second` (as the message names them) of different devices;
+// `advice` ends the message.
+void check_same_device(const char* first, int first_device, const char* second, int second_device,
+                       const char* advice) {
+  if (first_device != second_device) {
+    throw Error(TPD_INVALID_ARGUMENT, std::string("The ") + first + " is of device " + std::to_string(first_device) +
+                                          " but " + second + " of device " + std::to_string(second_device) + "; " +
+                                          advice + ".");
+  }
+}
+
 }  // namespace
 
 thread_local const runtime::Stream* host_function_stream = nullptr;
 
 void EventHandle::record(std::shared_ptr<runtime::Stream> stream) {
+  check_same_device("event", device_, "the stream it is recorded on", stream->device(),
+                    "create the event for the stream's device");
   std::lock_guard<std::mutex> lock(record_mutex_);
   event_.record(*stream);
   recorded_on_ = std::move(stream);
@@ -73,6 +86,15 @@ std::chrono::steady_clock::time_point EventHandle::completion_time(const std::st
                                    "event_synchronize first.");
   }
   return *time;
+}
+
+double EventHandle::milliseconds_since(const EventHandle& start) const {
+  // Each device has its own clock, as CUDA's do: a difference between them means nothing.
+  check_same_device("start event", start.device_, "the end event", device_,
+                    "measure time only between events of one device");
+  const auto from = start.completion_time("start");
+  const auto to = completion_time("end");
+  return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
 void Client::check_device(int device) const {
@@ -265,6 +287,12 @@ std::shared_ptr<Client> live_client(const TPD_Client* handle) {
 std::shared_ptr<Client> find_client(const TPD_Client* handle) {
   auto client = live_client(handle);
   check_usable(client->platform());
+  return client;
+}
+
+std::shared_ptr<Client> find_client(const TPD_Client* handle, int device) {
+  auto client = find_client(handle);
+  client->check_device(device);
   return client;
 }
 

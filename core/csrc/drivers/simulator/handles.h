@@ -34,11 +34,17 @@ class EventHandle {
   EventHandle(int device, bool timing) : device_(device), event_(timing) {}
   int device() const { return device_; }
   runtime::Event& event() { return event_; }
+  // Records the event on `stream`: TPD_INVALID_ARGUMENT for a stream of
+  // another device than the event's.
   void record(std::shared_ptr<runtime::Stream> stream);
   // When the captured work finished: TPD_UNSUPPORTED unless the event was
   // created with timing, TPD_NOT_READY until it is recorded and the work ran.
   // `name` names the event in messages ("start").
   std::chrono::steady_clock::time_point completion_time(const std::string& name) const;
+  // The time from `start`'s completion to this event's, in milliseconds, as
+  // event_elapsed_time answers it: TPD_INVALID_ARGUMENT for an event of
+  // another device, then as completion_time.
+  double milliseconds_since(const EventHandle& start) const;
 
  private:
   const int device_;  // the device it was created for
@@ -100,6 +106,8 @@ TPD_Client* register_client(std::shared_ptr<Client> client);
 std::shared_ptr<Client> live_client(const TPD_Client* handle);
 // live_client, also checked usable: what every function but client_destroy uses.
 std::shared_ptr<Client> find_client(const TPD_Client* handle);
+// find_client for a function that takes a device index, also checked (check_device).
+std::shared_ptr<Client> find_client(const TPD_Client* handle, int device);
 std::shared_ptr<Client> unregister_client(const TPD_Client* handle);
 
 // The stream whose host function this thread is running, else null: waiting

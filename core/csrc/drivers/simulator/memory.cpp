@@ -49,137 +49,128 @@ void copy_to_device(runtime::Platform& platform, runtime::Stream& stream, void* 
   });
 }
 
+// Device memory and pinned host memory are handed out and taken back alike;
+// only the platform's and the client's calls for them differ.
+enum class Memory { kDevice, kPinnedHost };
+
+void release(runtime::Platform& platform, Memory memory, void* pointer) {
+  if (memory == Memory::kDevice) {
+    platform.free(pointer);
+  } else {
+    platform.host_free(pointer);
+  }
+}
+
+// `size` bytes of `memory` (on `device`, for device memory), recorded in the
+// client so that free can check them. A size of 0 gives NULL, as the header says.
+void* allocate(Client& client, Memory memory, int device, size_t size) {
+  if (size == 0) {
+    return nullptr;
+  }
+  runtime::Platform& platform = client.platform();
+  void* pointer = memory == Memory::kDevice ? platform.malloc(device, size) : platform.host_malloc(size);
+  try {
+    if (memory == Memory::kDevice) {
+      client.add_allocation(pointer, size);
+    } else {
+      client.add_host_allocation(pointer);
+    }
+  } catch (...) {  // recording allocates: the memory must not leak when it fails
+    release(platform, memory, pointer);
+    throw;
+  }
+  return pointer;
+}
+
+// Frees `pointer` once the client has found it one of its live allocations of
+// `memory` and forgotten it. NULL frees nothing, as free() does.
+void free_allocation(Client& client, Memory memory, void* pointer) {
+  if (pointer == nullptr) {
+    return;
+  }
+  if (memory == Memory::kDevice) {
+    client.remove_allocation(pointer);
+  } else {
+    client.remove_host_allocation(pointer);
+  }
+  release(client.platform(), memory, pointer);
+}
+
 }  // namespace
 
-TPD_Error* memory_allocate(TPD_Memory_Allocate_Args* args) {
-  return guarded("memory_allocate", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Memory_Allocate_Args, args);
-    auto client = find_client(checked.client);
-    client->check_device(checked.device);
-    if (checked.size == 0) {
-      checked.pointer = nullptr;
-      return;
-    }
-    void* pointer = client->platform().malloc(checked.device, checked.size);
-    try {
-      client->add_allocation(pointer, checked.size);
-    } catch (...) {
-      client->platform().free(pointer);
-      throw;
-    }
-    checked.pointer = pointer;
+void memory_allocate(TPD_Memory_Allocate_Args& args) {
+  auto client = find_client(args.client, args.device);
+  args.pointer = allocate(*client, Memory::kDevice, args.device, args.size);
+}
+
+void memory_free(TPD_Memory_Free_Args& args) {
+  free_allocation(*find_client(args.client), Memory::kDevice, args.pointer);
+}
+
+void memory_get_info(TPD_Memory_GetInfo_Args& args) {
+  auto client = find_client(args.client, args.device);
+  runtime::Platform& platform = client->platform();
+  const uint64_t total = platform.capacity(args.device);
+  const auto used = static_cast<uint64_t>(platform.stats(args.device).used_bytes);
+  args.free_bytes = total > used ? total - used : 0;
+  args.total_bytes = total;
+}
+
+void host_memory_allocate(TPD_HostMemory_Allocate_Args& args) {
+  args.pointer = allocate(*find_client(args.client), Memory::kPinnedHost, -1, args.size);
+}
+
+void host_memory_free(TPD_HostMemory_Free_Args& args) {
+  free_allocation(*find_client(args.client), Memory::kPinnedHost, args.pointer);
+}
+
+void memory_set_async(TPD_Memory_SetAsync_Args& args) {
+  auto client = find_client(args.client);
+  auto stream = client->stream(args.stream);
+  if (args.size == 0) {
+    return;
+  }
+  client->check_device_memory(args.pointer, args.size, "TPD_Memory_SetAsync_Args.pointer");
+  // As cudaMemsetAsync does, the value's low byte is written.
+  stream->enqueue([pointer = args.pointer, value = static_cast<unsigned char>(args.value),
+                   size = args.size] {
+    runtime::KernelAccess access{pointer};
+    std::memset(pointer, value, size);
   });
 }
 
-TPD_Error* memory_free(TPD_Memory_Free_Args* args) {
-  return guarded("memory_free", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Memory_Free_Args, args);
-    auto client = find_client(checked.client);
-    if (checked.pointer == nullptr) {
+void memory_copy_async(TPD_Memory_CopyAsync_Args& args) {
+  auto client = find_client(args.client);
+  auto stream = client->stream(args.stream);
+  if (args.size == 0) {
+    return;
+  }
+  const int kind = enum_value(args.kind);
+  switch (kind) {
+    case TPD_COPY_HOST_TO_DEVICE:
+      client->check_device_memory(args.destination, args.size, "TPD_Memory_CopyAsync_Args.destination");
+      check_host(*client, args.source, "TPD_Memory_CopyAsync_Args.source", "host-to-device");
+      copy_to_device(client->platform(), *stream, args.destination, args.source, args.size);
       return;
-    }
-    client->remove_allocation(checked.pointer);
-    client->platform().free(checked.pointer);
-  });
-}
-
-TPD_Error* memory_get_info(TPD_Memory_GetInfo_Args* args) {
-  return guarded("memory_get_info", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Memory_GetInfo_Args, args);
-    auto client = find_client(checked.client);
-    client->check_device(checked.device);
-    runtime::Platform& platform = client->platform();
-    const uint64_t total = platform.capacity(checked.device);
-    const auto used = static_cast<uint64_t>(platform.stats(checked.device).used_bytes);
-    checked.free_bytes = total > used ? total - used : 0;
-    checked.total_bytes = total;
-  });
-}
-
-TPD_Error* host_memory_allocate(TPD_HostMemory_Allocate_Args* args) {
-  return guarded("host_memory_allocate", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_HostMemory_Allocate_Args, args);
-    auto client = find_client(checked.client);
-    if (checked.size == 0) {  // as memory_allocate does
-      checked.pointer = nullptr;
+    case TPD_COPY_DEVICE_TO_HOST:
+      client->check_device_memory(args.source, args.size, "TPD_Memory_CopyAsync_Args.source");
+      check_host(*client, args.destination, "TPD_Memory_CopyAsync_Args.destination", "device-to-host");
+      client->platform().memcpy_async(args.destination, args.source, args.size, *stream);
       return;
-    }
-    void* pointer = client->platform().host_malloc(checked.size);
-    try {
-      client->add_host_allocation(pointer);
-    } catch (...) {
-      client->platform().host_free(pointer);
-      throw;
-    }
-    checked.pointer = pointer;
-  });
-}
-
-TPD_Error* host_memory_free(TPD_HostMemory_Free_Args* args) {
-  return guarded("host_memory_free", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_HostMemory_Free_Args, args);
-    auto client = find_client(checked.client);
-    if (checked.pointer == nullptr) {
+    case TPD_COPY_DEVICE_TO_DEVICE:
+      client->check_device_memory(args.destination, args.size, "TPD_Memory_CopyAsync_Args.destination");
+      client->check_device_memory(args.source, args.size, "TPD_Memory_CopyAsync_Args.source");
+      if (overlap(args.destination, args.source, args.size)) {
+        throw Error(TPD_INVALID_ARGUMENT,
+                    "The source and destination of a device-to-device copy of " + std::to_string(args.size) +
+                        " bytes overlap; copy through a temporary allocation.");
+      }
+      client->platform().memcpy_async(args.destination, args.source, args.size, *stream);
       return;
-    }
-    client->remove_host_allocation(checked.pointer);
-    client->platform().host_free(checked.pointer);
-  });
-}
-
-TPD_Error* memory_set_async(TPD_Memory_SetAsync_Args* args) {
-  return guarded("memory_set_async", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Memory_SetAsync_Args, args);
-    auto client = find_client(checked.client);
-    auto stream = client->stream(checked.stream);
-    if (checked.size == 0) {
-      return;
-    }
-    client->check_device_memory(checked.pointer, checked.size, "TPD_Memory_SetAsync_Args.pointer");
-    // As cudaMemsetAsync does, the value's low byte is written.
-    stream->enqueue([pointer = checked.pointer, value = static_cast<unsigned char>(checked.value),
-                     size = checked.size] {
-      runtime::KernelAccess access{pointer};
-      std::memset(pointer, value, size);
-    });
-  });
-}
-
-TPD_Error* memory_copy_async(TPD_Memory_CopyAsync_Args* args) {
-  return guarded("memory_copy_async", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Memory_CopyAsync_Args, args);
-    auto client = find_client(checked.client);
-    auto stream = client->stream(checked.stream);
-    if (checked.size == 0) {
-      return;
-    }
-    const int kind = enum_value(checked.kind);
-    switch (kind) {
-      case TPD_COPY_HOST_TO_DEVICE:
-        client->check_device_memory(checked.destination, checked.size, "TPD_Memory_CopyAsync_Args.destination");
-        check_host(*client, checked.source, "TPD_Memory_CopyAsync_Args.source", "host-to-device");
-        copy_to_device(client->platform(), *stream, checked.destination, checked.source, checked.size);
-        return;
-      case TPD_COPY_DEVICE_TO_HOST:
-        client->check_device_memory(checked.source, checked.size, "TPD_Memory_CopyAsync_Args.source");
-        check_host(*client, checked.destination, "TPD_Memory_CopyAsync_Args.destination", "device-to-host");
-        client->platform().memcpy_async(checked.destination, checked.source, checked.size, *stream);
-        return;
-      case TPD_COPY_DEVICE_TO_DEVICE:
-        client->check_device_memory(checked.destination, checked.size, "TPD_Memory_CopyAsync_Args.destination");
-        client->check_device_memory(checked.source, checked.size, "TPD_Memory_CopyAsync_Args.source");
-        if (overlap(checked.destination, checked.source, checked.size)) {
-          throw Error(TPD_INVALID_ARGUMENT,
-                      "The source and destination of a device-to-device copy of " + std::to_string(checked.size) +
-                          " bytes overlap; copy through a temporary allocation.");
-        }
-        client->platform().memcpy_async(checked.destination, checked.source, checked.size, *stream);
-        return;
-    }
-    throw Error(TPD_INVALID_ARGUMENT, "TPD_Memory_CopyAsync_Args.kind is " + std::to_string(kind) +
-                                          ", not a TPD_CopyKind; pass TPD_COPY_HOST_TO_DEVICE, "
-                                          "TPD_COPY_DEVICE_TO_HOST or TPD_COPY_DEVICE_TO_DEVICE.");
-  });
+  }
+  throw Error(TPD_INVALID_ARGUMENT, "TPD_Memory_CopyAsync_Args.kind is " + std::to_string(kind) +
+                                        ", not a TPD_CopyKind; pass TPD_COPY_HOST_TO_DEVICE, "
+                                        "TPD_COPY_DEVICE_TO_HOST or TPD_COPY_DEVICE_TO_DEVICE.");
 }
 
 }  // namespace torchplug::simulator

@@ -61,70 +61,51 @@ void run_host_function(runtime::Platform& platform, const runtime::Stream& strea
 
 }  // namespace
 
-TPD_Error* stream_create(TPD_Stream_Create_Args* args) {
-  return guarded("stream_create", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Stream_Create_Args, args);
-    auto client = find_client(checked.client);
-    client->check_device(checked.device);
-    if (checked.priority < kStreamPriorityGreatest || checked.priority > 0) {
-      throw Error(TPD_INVALID_ARGUMENT, "Stream priority " + std::to_string(checked.priority) +
-                                            " is outside the device's range; pass one from " +
-                                            std::to_string(kStreamPriorityGreatest) +
-                                            " (the most urgent) to 0 (the default).");
-    }
-    std::shared_ptr<runtime::Stream> stream = client->platform().create_stream(checked.device, checked.priority);
-    checked.stream = client->add_stream(std::move(stream));
-  });
+void stream_create(TPD_Stream_Create_Args& args) {
+  auto client = find_client(args.client, args.device);
+  if (args.priority < kStreamPriorityGreatest || args.priority > 0) {
+    throw Error(TPD_INVALID_ARGUMENT, "Stream priority " + std::to_string(args.priority) +
+                                          " is outside the device's range; pass one from " +
+                                          std::to_string(kStreamPriorityGreatest) +
+                                          " (the most urgent) to 0 (the default).");
+  }
+  std::shared_ptr<runtime::Stream> stream = client->platform().create_stream(args.device, args.priority);
+  args.stream = client->add_stream(std::move(stream));
 }
 
-TPD_Error* stream_destroy(TPD_Stream_Destroy_Args* args) {
-  return guarded("stream_destroy", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Stream_Destroy_Args, args);
-    auto client = find_client(checked.client);
-    check_not_inside(*client->stream(checked.stream), "stream_destroy");
-    // An event recorded on the stream may keep the object: its work is waited for here.
-    client->remove_stream(checked.stream)->wait_idle();
-  });
+void stream_destroy(TPD_Stream_Destroy_Args& args) {
+  auto client = find_client(args.client);
+  check_not_inside(*client->stream(args.stream), "stream_destroy");
+  // An event recorded on the stream may keep the object: its work is waited for here.
+  client->remove_stream(args.stream)->wait_idle();
 }
 
-TPD_Error* stream_query(TPD_Stream_Query_Args* args) {
-  return guarded("stream_query", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Stream_Query_Args, args);
-    checked.idle = find_client(checked.client)->stream(checked.stream)->query() ? 1 : 0;
-  });
+void stream_query(TPD_Stream_Query_Args& args) {
+  args.idle = find_client(args.client)->stream(args.stream)->query() ? 1 : 0;
 }
 
-TPD_Error* stream_synchronize(TPD_Stream_Query_Args* args) {
-  return guarded("stream_synchronize", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Stream_Query_Args, args);
-    auto stream = find_client(checked.client)->stream(checked.stream);
-    check_not_inside(*stream, "stream_synchronize");
-    wait_for_work([&] { stream->synchronize(); });
-  });
+void stream_synchronize(TPD_Stream_Query_Args& args) {
+  auto stream = find_client(args.client)->stream(args.stream);
+  check_not_inside(*stream, "stream_synchronize");
+  wait_for_work([&] { stream->synchronize(); });
 }
 
-TPD_Error* stream_wait_event(TPD_Stream_WaitEvent_Args* args) {
-  return guarded("stream_wait_event", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Stream_WaitEvent_Args, args);
-    auto client = find_client(checked.client);
-    auto stream = client->stream(checked.stream);
-    client->event(checked.event)->event().block(*stream);
-  });
+void stream_wait_event(TPD_Stream_WaitEvent_Args& args) {
+  auto client = find_client(args.client);
+  auto stream = client->stream(args.stream);
+  client->event(args.event)->event().block(*stream);
 }
 
-TPD_Error* stream_launch_host_function(TPD_Stream_LaunchHostFunction_Args* args) {
-  return guarded("stream_launch_host_function", [&] {
-    auto& checked = TPD_CHECKED_ARGS(TPD_Stream_LaunchHostFunction_Args, args);
-    auto client = find_client(checked.client);
-    auto stream = client->stream(checked.stream);
-    if (checked.function == nullptr) {
-      throw Error(TPD_INVALID_ARGUMENT,
-                  "TPD_Stream_LaunchHostFunction_Args.function is NULL; pass the function to run.");
-    }
-    // The platform lives for the process; the stream runs the task, so it outlives it.
-    stream->enqueue([&platform = client->platform(), &running_on = *stream, function = checked.function,
-                     user_data = checked.user_data] { run_host_function(platform, running_on, function, user_data); });
-  });
+void stream_launch_host_function(TPD_Stream_LaunchHostFunction_Args& args) {
+  auto client = find_client(args.client);
+  auto stream = client->stream(args.stream);
+  if (args.function == nullptr) {
+    throw Error(TPD_INVALID_ARGUMENT,
+                "TPD_Stream_LaunchHostFunction_Args.function is NULL; pass the function to run.");
+  }
+  // The platform lives for the process; the stream runs the task, so it outlives it.
+  stream->enqueue([&platform = client->platform(), &running_on = *stream, function = args.function,
+                   user_data = args.user_data] { run_host_function(platform, running_on, function, user_data); });
 }
 
 }  // namespace torchplug::simulator

@@ -343,6 +343,7 @@ typedef enum {
   TPD_EXTENSION_SIMULATOR = 100,     /* TPD_SimulatorExtension: the simulator's own controls */
 } TPD_ExtensionType;
 
+/* The first member of every extension: `struct_size` is the whole extension's. */
 typedef struct TPD_ExtensionBase {
   size_t struct_size;
   TPD_ExtensionType type;
@@ -377,9 +378,7 @@ typedef struct {
 #define TPD_Ipc_Close_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Ipc_Close_Args, pointer)
 
 typedef struct {
-  size_t struct_size;
-  TPD_ExtensionType type;
-  const TPD_ExtensionBase* next;
+  TPD_ExtensionBase base;
   TPD_Error* (*ipc_get_handle)(TPD_Ipc_GetHandle_Args* args);
   TPD_Error* (*ipc_open)(TPD_Ipc_Open_Args* args);
   TPD_Error* (*ipc_close)(TPD_Ipc_Close_Args* args);
@@ -397,9 +396,7 @@ typedef struct {
 #define TPD_Profiler_EventTimestamp_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Profiler_EventTimestamp_Args, nanoseconds)
 
 typedef struct {
-  size_t struct_size;
-  TPD_ExtensionType type;
-  const TPD_ExtensionBase* next;
+  TPD_ExtensionBase base;
   TPD_Error* (*event_timestamp)(TPD_Profiler_EventTimestamp_Args* args);
 } TPD_ProfilerExtension;
 #define TPD_ProfilerExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_ProfilerExtension, event_timestamp)
@@ -429,9 +426,7 @@ typedef struct {
 #define TPD_Simulator_InjectFault_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_InjectFault_Args, count)
 
 typedef struct {
-  size_t struct_size;
-  TPD_ExtensionType type;
-  const TPD_ExtensionBase* next;
+  TPD_ExtensionBase base;
   TPD_Error* (*configure)(TPD_Simulator_Configure_Args* args);
   TPD_Error* (*inject_fault)(TPD_Simulator_InjectFault_Args* args);
 } TPD_SimulatorExtension;

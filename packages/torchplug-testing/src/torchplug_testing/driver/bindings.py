@@ -65,195 +65,135 @@ class SimulatorFault(enum.IntEnum):
     FAIL_KERNELS = 1
 
 
-def _struct(name: str, fields: list[tuple[str, Any]]) -> type[ctypes.Structure]:
-    return type(name, (ctypes.Structure,), {"_fields_": fields})
-
-
-def _args(name: str, *fields: tuple[str, Any]) -> type[ctypes.Structure]:
-    """An argument struct: ``struct_size`` first, then ``fields``."""
-    return _struct(name, [("struct_size", c_size_t), *fields])
-
-
-# ------------------------------------------------------------------ errors
-
-TPD_Error_Destroy_Args = _args("TPD_Error_Destroy_Args", ("error", c_handle))
-TPD_Error_Message_Args = _args(
-    "TPD_Error_Message_Args",
-    ("error", c_handle),
-    # Read with message_size rather than up to the NUL: the check compares both.
-    ("message", c_void_p),
-    ("message_size", c_size_t),
-)
-TPD_Error_GetCode_Args = _args("TPD_Error_GetCode_Args", ("error", c_handle), ("code", c_enum))
-
-# ----------------------------------------------------------------- clients
-
-TPD_Client_Create_Args = _args(
-    "TPD_Client_Create_Args",
-    ("name", c_char_p),
-    ("options", c_char_p),
-    ("client", c_handle),
-)
-TPD_Client_Destroy_Args = _args("TPD_Client_Destroy_Args", ("client", c_handle))
-
-# ----------------------------------------------------------------- devices
-
-TPD_Client_DeviceCount_Args = _args(
-    "TPD_Client_DeviceCount_Args", ("client", c_handle), ("device_count", c_int)
-)
-TPD_DeviceProperties = _args(
-    "TPD_DeviceProperties",
-    ("name", ctypes.c_char * 64),
-    ("total_memory", c_uint64),
-    ("capabilities", c_uint64),
-    ("stream_priority_greatest", c_int),
-    ("stream_priority_least", c_int),
-    ("memory_alignment", c_uint32),
-)
-TPD_Device_GetProperties_Args = _args(
-    "TPD_Device_GetProperties_Args",
-    ("client", c_handle),
-    ("device", c_int),
-    ("properties", ctypes.POINTER(TPD_DeviceProperties)),
-)
-
-# ------------------------------------------------------------------ memory
-
-TPD_Memory_Allocate_Args = _args(
-    "TPD_Memory_Allocate_Args",
-    ("client", c_handle),
-    ("device", c_int),
-    ("size", c_size_t),
-    ("pointer", c_void_p),
-)
-TPD_Memory_Free_Args = _args("TPD_Memory_Free_Args", ("client", c_handle), ("pointer", c_void_p))
-TPD_Memory_GetInfo_Args = _args(
-    "TPD_Memory_GetInfo_Args",
-    ("client", c_handle),
-    ("device", c_int),
-    ("free_bytes", c_uint64),
-    ("total_bytes", c_uint64),
-)
-TPD_HostMemory_Allocate_Args = _args(
-    "TPD_HostMemory_Allocate_Args", ("client", c_handle), ("size", c_size_t), ("pointer", c_void_p)
-)
-TPD_HostMemory_Free_Args = _args(
-    "TPD_HostMemory_Free_Args", ("client", c_handle), ("pointer", c_void_p)
-)
-
-# ----------------------------------------------------------------- streams
-
-TPD_Stream_Create_Args = _args(
-    "TPD_Stream_Create_Args",
-    ("client", c_handle),
-    ("device", c_int),
-    ("priority", c_int),
-    ("stream", c_handle),
-)
-TPD_Stream_Destroy_Args = _args(
-    "TPD_Stream_Destroy_Args", ("client", c_handle), ("stream", c_handle)
-)
-TPD_Stream_Query_Args = _args(
-    "TPD_Stream_Query_Args", ("client", c_handle), ("stream", c_handle), ("idle", c_int)
-)
-TPD_Stream_WaitEvent_Args = _args(
-    "TPD_Stream_WaitEvent_Args", ("client", c_handle), ("stream", c_handle), ("event", c_handle)
-)
 # int (*)(void* user_data, char* message, size_t message_size); `message` is an
 # address so that a Python host function can write into it with ctypes.memmove.
 TPD_HostFunction = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_size_t)
-TPD_Stream_LaunchHostFunction_Args = _args(
-    "TPD_Stream_LaunchHostFunction_Args",
-    ("client", c_handle),
-    ("stream", c_handle),
-    ("function", TPD_HostFunction),
-    ("user_data", c_void_p),
-)
 
-# ------------------------------------------------------------- memset/copy
+# The member types as the header spells them (without `const`), so that each
+# struct below is declared in the header's words and reads against it member by
+# member. A struct declared before is a member type too, by value or by pointer.
+_TYPES: dict[str, Any] = {
+    "char": ctypes.c_char,
+    "unsigned char": ctypes.c_ubyte,
+    "int": c_int,
+    "uint32_t": c_uint32,
+    "uint64_t": c_uint64,
+    "int64_t": c_int64,
+    "size_t": c_size_t,
+    "double": c_double,
+    "char*": c_char_p,
+    "void*": c_void_p,
+    "unsigned char*": c_void_p,
+    "TPD_ErrorCode": c_enum,
+    "TPD_CopyKind": c_enum,
+    "TPD_ExtensionType": c_enum,
+    "TPD_SimulatorFault": c_enum,
+    "TPD_Error*": c_handle,
+    "TPD_Client*": c_handle,
+    "TPD_Stream*": c_handle,
+    "TPD_Event*": c_handle,
+    # The extension chain is walked by address.
+    "TPD_ExtensionBase*": c_void_p,
+    "TPD_HostFunction": TPD_HostFunction,
+}
 
-TPD_Memory_SetAsync_Args = _args(
-    "TPD_Memory_SetAsync_Args",
-    ("client", c_handle),
-    ("stream", c_handle),
-    ("pointer", c_void_p),
-    ("value", c_int),
-    ("size", c_size_t),
-)
-TPD_Memory_CopyAsync_Args = _args(
-    "TPD_Memory_CopyAsync_Args",
-    ("client", c_handle),
-    ("stream", c_handle),
-    ("destination", c_void_p),
-    ("source", c_void_p),
-    ("size", c_size_t),
-    ("kind", c_enum),
-)
-
-# ------------------------------------------------------------------ events
-
-TPD_Event_Create_Args = _args(
-    "TPD_Event_Create_Args",
-    ("client", c_handle),
-    ("device", c_int),
-    ("enable_timing", c_int),
-    ("event", c_handle),
-)
-TPD_Event_Query_Args = _args(
-    "TPD_Event_Query_Args", ("client", c_handle), ("event", c_handle), ("completed", c_int)
-)
-TPD_Event_Record_Args = _args(
-    "TPD_Event_Record_Args", ("client", c_handle), ("event", c_handle), ("stream", c_handle)
-)
-TPD_Event_ElapsedTime_Args = _args(
-    "TPD_Event_ElapsedTime_Args",
-    ("client", c_handle),
-    ("start", c_handle),
-    ("end", c_handle),
-    ("milliseconds", c_double),
-)
-
-# -------------------------------------------------------------- extensions
-
-TPD_ExtensionBase = _args("TPD_ExtensionBase", ("type", c_enum), ("next", c_void_p))
-
-TPD_Ipc_GetHandle_Args = _args(
-    "TPD_Ipc_GetHandle_Args",
-    ("client", c_handle),
-    ("pointer", c_void_p),
-    ("handle", ctypes.c_ubyte * IPC_HANDLE_SIZE),
-)
-TPD_Ipc_Open_Args = _args(
-    "TPD_Ipc_Open_Args",
-    ("client", c_handle),
-    ("device", c_int),
-    ("handle", c_void_p),
-    ("pointer", c_void_p),
-    ("size", c_size_t),
-)
-TPD_Ipc_Close_Args = _args("TPD_Ipc_Close_Args", ("client", c_handle), ("pointer", c_void_p))
-TPD_Profiler_EventTimestamp_Args = _args(
-    "TPD_Profiler_EventTimestamp_Args",
-    ("client", c_handle),
-    ("event", c_handle),
-    ("nanoseconds", c_int64),
-)
-TPD_Simulator_Configure_Args = _args(
-    "TPD_Simulator_Configure_Args",
-    ("client", c_handle),
-    ("device_count", c_int),
-    ("capacity_bytes", c_uint64),
-)
-TPD_Simulator_InjectFault_Args = _args(
-    "TPD_Simulator_InjectFault_Args",
-    ("client", c_handle),
-    ("device", c_int),
-    ("fault", c_enum),
-    ("count", c_int),
-)
+# The structs built so far, by name, in the header's order.
+_STRUCTS: dict[str, type[ctypes.Structure]] = {}
 
 # A function member: (name, argument struct, whether it returns TPD_Error* or void).
 Member = tuple[str, type[ctypes.Structure], bool]
+
+
+def _c_type(spelled: str) -> Any:
+    """The ctypes type of the member type ``spelled``."""
+    if spelled in _TYPES:
+        return _TYPES[spelled]
+    struct = _STRUCTS[spelled.removesuffix("*")]
+    return ctypes.POINTER(struct) if spelled.endswith("*") else struct
+
+
+def _struct(name: str, members: str, functions: Iterable[Member] = ()) -> type[ctypes.Structure]:
+    """The struct ``name`` of ``members`` ("type name; type name[length]; ...") and then
+    the function pointers ``functions``."""
+    fields: list[tuple[str, Any]] = []
+    for member in members.split(";"):
+        spelled, _, declarator = member.strip().removeprefix("const ").rpartition(" ")
+        field, _, length = declarator.partition("[")
+        c_type = _c_type(spelled)
+        fields.append((field, c_type * int(length.rstrip("]")) if length else c_type))
+    # Every call releases the GIL (CFUNCTYPE), so Python threads call the driver concurrently.
+    fields += [
+        (function, ctypes.CFUNCTYPE(c_handle if error else None, ctypes.POINTER(args)))
+        for function, args, error in functions
+    ]
+    _STRUCTS[name] = type(name, (ctypes.Structure,), {"_fields_": fields})
+    return _STRUCTS[name]
+
+
+def _sized(name: str, members: str, functions: Iterable[Member] = ()) -> type[ctypes.Structure]:
+    """A versioned struct: ``size_t struct_size`` first, then ``members`` and ``functions``."""
+    return _struct(name, f"size_t struct_size; {members}", functions)
+
+
+def _client(name: str, members: str) -> type[ctypes.Structure]:
+    """The arguments of a client's call: ``struct_size``, ``TPD_Client* client``, ``members``."""
+    return _sized(name, f"TPD_Client* client; {members}")
+
+
+# One struct a line, in the header's order and words, left unwrapped so that the
+# block reads against the header as a table.
+# fmt: off
+
+# ------------------------------------------------------------------ errors
+TPD_Error_Destroy_Args = _sized("TPD_Error_Destroy_Args", "TPD_Error* error")
+# `message`, a const char*, is read as an address with message_size rather than up
+# to the NUL: the check compares both.
+TPD_Error_Message_Args = _sized("TPD_Error_Message_Args", "const TPD_Error* error; const void* message; size_t message_size")
+TPD_Error_GetCode_Args = _sized("TPD_Error_GetCode_Args", "const TPD_Error* error; TPD_ErrorCode code")
+
+# ----------------------------------------------------------------- clients
+TPD_Client_Create_Args = _sized("TPD_Client_Create_Args", "const char* name; const char* options; TPD_Client* client")
+TPD_Client_Destroy_Args = _sized("TPD_Client_Destroy_Args", "TPD_Client* client")
+
+# ----------------------------------------------------------------- devices
+TPD_Client_DeviceCount_Args = _client("TPD_Client_DeviceCount_Args", "int device_count")
+TPD_DeviceProperties = _sized("TPD_DeviceProperties", "char name[64]; uint64_t total_memory; uint64_t capabilities; int stream_priority_greatest; int stream_priority_least; uint32_t memory_alignment")
+TPD_Device_GetProperties_Args = _client("TPD_Device_GetProperties_Args", "int device; TPD_DeviceProperties* properties")
+
+# ------------------------------------------------------------------ memory
+TPD_Memory_Allocate_Args = _client("TPD_Memory_Allocate_Args", "int device; size_t size; void* pointer")
+TPD_Memory_Free_Args = _client("TPD_Memory_Free_Args", "void* pointer")
+TPD_Memory_GetInfo_Args = _client("TPD_Memory_GetInfo_Args", "int device; uint64_t free_bytes; uint64_t total_bytes")
+TPD_HostMemory_Allocate_Args = _client("TPD_HostMemory_Allocate_Args", "size_t size; void* pointer")
+TPD_HostMemory_Free_Args = _client("TPD_HostMemory_Free_Args", "void* pointer")
+
+# ----------------------------------------------------------------- streams
+TPD_Stream_Create_Args = _client("TPD_Stream_Create_Args", "int device; int priority; TPD_Stream* stream")
+TPD_Stream_Destroy_Args = _client("TPD_Stream_Destroy_Args", "TPD_Stream* stream")
+TPD_Stream_Query_Args = _client("TPD_Stream_Query_Args", "TPD_Stream* stream; int idle")
+TPD_Stream_WaitEvent_Args = _client("TPD_Stream_WaitEvent_Args", "TPD_Stream* stream; TPD_Event* event")
+TPD_Stream_LaunchHostFunction_Args = _client("TPD_Stream_LaunchHostFunction_Args", "TPD_Stream* stream; TPD_HostFunction function; void* user_data")
+
+# ------------------------------------------------------------- memset/copy
+TPD_Memory_SetAsync_Args = _client("TPD_Memory_SetAsync_Args", "TPD_Stream* stream; void* pointer; int value; size_t size")
+TPD_Memory_CopyAsync_Args = _client("TPD_Memory_CopyAsync_Args", "TPD_Stream* stream; void* destination; const void* source; size_t size; TPD_CopyKind kind")
+
+# ------------------------------------------------------------------ events
+TPD_Event_Create_Args = _client("TPD_Event_Create_Args", "int device; int enable_timing; TPD_Event* event")
+TPD_Event_Query_Args = _client("TPD_Event_Query_Args", "TPD_Event* event; int completed")
+TPD_Event_Record_Args = _client("TPD_Event_Record_Args", "TPD_Event* event; TPD_Stream* stream")
+TPD_Event_ElapsedTime_Args = _client("TPD_Event_ElapsedTime_Args", "TPD_Event* start; TPD_Event* end; double milliseconds")
+
+# -------------------------------------------------------------- extensions
+TPD_ExtensionBase = _sized("TPD_ExtensionBase", "TPD_ExtensionType type; const TPD_ExtensionBase* next")
+TPD_Ipc_GetHandle_Args = _client("TPD_Ipc_GetHandle_Args", f"void* pointer; unsigned char handle[{IPC_HANDLE_SIZE}]")
+TPD_Ipc_Open_Args = _client("TPD_Ipc_Open_Args", "int device; const unsigned char* handle; void* pointer; size_t size")
+TPD_Ipc_Close_Args = _client("TPD_Ipc_Close_Args", "void* pointer")
+TPD_Profiler_EventTimestamp_Args = _client("TPD_Profiler_EventTimestamp_Args", "TPD_Event* event; int64_t nanoseconds")
+TPD_Simulator_Configure_Args = _client("TPD_Simulator_Configure_Args", "int device_count; uint64_t capacity_bytes")
+TPD_Simulator_InjectFault_Args = _client("TPD_Simulator_InjectFault_Args", "int device; TPD_SimulatorFault fault; int count")
+
+# fmt: on
 
 IPC_MEMBERS: tuple[Member, ...] = (
     ("ipc_get_handle", TPD_Ipc_GetHandle_Args, True),
@@ -270,7 +210,7 @@ SIMULATOR_MEMBERS: tuple[Member, ...] = (
 
 # ------------------------------------------------------------------- table
 
-TPD_ApiVersion = _struct("TPD_ApiVersion", [("major", c_int), ("minor", c_int)])
+TPD_ApiVersion = _struct("TPD_ApiVersion", "int major; int minor")
 
 API_MEMBERS: tuple[Member, ...] = (
     ("error_destroy", TPD_Error_Destroy_Args, False),
@@ -300,48 +240,29 @@ API_MEMBERS: tuple[Member, ...] = (
     ("event_synchronize", TPD_Event_Query_Args, True),
     ("event_elapsed_time", TPD_Event_ElapsedTime_Args, True),
 )
+# The argument struct of each table member, by the member's name.
+ARGUMENTS: dict[str, type[ctypes.Structure]] = {name: args for name, args, _ in API_MEMBERS}
 
-
-def _function_fields(members: Iterable[Member]) -> list[tuple[str, Any]]:
-    # Every call releases the GIL (CFUNCTYPE), so Python threads call the driver concurrently.
-    return [
-        (name, ctypes.CFUNCTYPE(c_handle if error else None, ctypes.POINTER(args)))
-        for name, args, error in members
-    ]
-
-
-def _extension(name: str, members: tuple[Member, ...]) -> type[ctypes.Structure]:
-    base = [("struct_size", c_size_t), ("type", c_enum), ("next", c_void_p)]
-    return _struct(name, base + _function_fields(members))
-
-
-TPD_IpcExtension = _extension("TPD_IpcExtension", IPC_MEMBERS)
-TPD_ProfilerExtension = _extension("TPD_ProfilerExtension", PROFILER_MEMBERS)
-TPD_SimulatorExtension = _extension("TPD_SimulatorExtension", SIMULATOR_MEMBERS)
+# Each extension starts with its TPD_ExtensionBase.
+_EXTENSION_BASE = "TPD_ExtensionBase base"
+TPD_IpcExtension = _struct("TPD_IpcExtension", _EXTENSION_BASE, IPC_MEMBERS)
+TPD_ProfilerExtension = _struct("TPD_ProfilerExtension", _EXTENSION_BASE, PROFILER_MEMBERS)
+TPD_SimulatorExtension = _struct("TPD_SimulatorExtension", _EXTENSION_BASE, SIMULATOR_MEMBERS)
 EXTENSIONS: dict[ExtensionType, tuple[type[ctypes.Structure], tuple[Member, ...]]] = {
     ExtensionType.IPC: (TPD_IpcExtension, IPC_MEMBERS),
     ExtensionType.PROFILER: (TPD_ProfilerExtension, PROFILER_MEMBERS),
     ExtensionType.SIMULATOR: (TPD_SimulatorExtension, SIMULATOR_MEMBERS),
 }
 
-TPD_Api = _struct(
+TPD_Api = _sized(
     "TPD_Api",
-    [
-        ("struct_size", c_size_t),
-        ("extension_start", c_void_p),
-        ("api_version", TPD_ApiVersion),
-        ("driver_name", c_char_p),
-        ("driver_version", c_char_p),
-        *_function_fields(API_MEMBERS),
-    ],
+    "const TPD_ExtensionBase* extension_start; TPD_ApiVersion api_version;"
+    " const char* driver_name; const char* driver_version",
+    API_MEMBERS,
 )
 
 # Every struct of the header, in its order.
-STRUCTS: tuple[type[ctypes.Structure], ...] = tuple(
-    value
-    for name, value in dict(globals()).items()
-    if name.startswith("TPD_") and isinstance(value, type) and issubclass(value, ctypes.Structure)
-)
+STRUCTS: tuple[type[ctypes.Structure], ...] = tuple(_STRUCTS.values())
 
 
 def struct_size(struct: type[ctypes.Structure]) -> int:
@@ -351,11 +272,12 @@ def struct_size(struct: type[ctypes.Structure]) -> int:
 
 
 # The structs with a TPD_<Struct>_STRUCT_SIZE macro: those that start with
-# struct_size, except the extension base (each extension has its own).
+# struct_size or with an extension base (whose struct_size is the extension's),
+# not the extension base itself.
 STRUCT_SIZES: dict[type[ctypes.Structure], int] = {
     struct: struct_size(struct)
     for struct in STRUCTS
-    if struct._fields_[0][0] == "struct_size" and struct is not TPD_ExtensionBase
+    if struct._fields_[0][0] in ("struct_size", "base") and struct is not TPD_ExtensionBase
 }
 
 S = TypeVar("S", bound=ctypes.Structure)

@@ -16,13 +16,11 @@ from torchplug_testing.driver.bindings import (
     ErrorCode,
     ExtensionType,
     TPD_Api,
-    TPD_Device_GetProperties_Args,
     TPD_DeviceProperties,
     TPD_Error_Destroy_Args,
     TPD_Error_GetCode_Args,
     TPD_Error_Message_Args,
     TPD_ExtensionBase,
-    TPD_Memory_GetInfo_Args,
     new,
 )
 from torchplug_testing.driver.harness import CheckFailure, Context, Skip, check, ensure
@@ -71,12 +69,7 @@ def check_api_table(ctx: Context) -> str | None:
 def check_error_accessors(ctx: Context) -> None:
     """error_get_code, error_message (NUL-terminated, message_size) and error_destroy."""
     api = ctx.driver.api
-    properties = new(TPD_DeviceProperties)
-    args = new(
-        TPD_Device_GetProperties_Args, client=ctx.client, device=-1, properties=pointer(properties)
-    )
-    error = api.device_get_properties(byref(args))
-    ensure(bool(error), "device_get_properties of device -1 succeeded")
+    error = ctx.error_handle()
     code = new(TPD_Error_GetCode_Args, error=error)
     failure = api.error_get_code(byref(code))
     if failure:
@@ -157,9 +150,7 @@ def check_properties_struct_size(ctx: Context) -> None:
     )
     properties = TPD_DeviceProperties.from_buffer(buffer)
     properties.struct_size = size
-    args = new(
-        TPD_Device_GetProperties_Args, client=ctx.client, device=0, properties=pointer(properties)
-    )
+    args = ctx.arguments("device_get_properties", device=0, properties=pointer(properties))
     error = ctx.driver.api.device_get_properties(byref(args))
     if error:
         failure = ctx.driver.take_error("device_get_properties", error)
@@ -206,7 +197,7 @@ def check_memory_info(ctx: Context) -> str:
     """memory_get_info: free <= total == total_memory; an allocation lowers free, freeing restores it."""
 
     def info() -> tuple[int, int]:
-        args = ctx.call("memory_get_info", TPD_Memory_GetInfo_Args, device=0)
+        args = ctx.call("memory_get_info", device=0)
         return args.free_bytes, args.total_bytes
 
     try:

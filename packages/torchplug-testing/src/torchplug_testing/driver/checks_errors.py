@@ -14,28 +14,10 @@ from torchplug_testing.driver.bindings import (
     CopyKind,
     ErrorCode,
     TPD_Client_Create_Args,
-    TPD_Client_Destroy_Args,
     TPD_Client_DeviceCount_Args,
-    TPD_Device_GetProperties_Args,
     TPD_DeviceProperties,
     TPD_Error_GetCode_Args,
-    TPD_Event_Create_Args,
-    TPD_Event_ElapsedTime_Args,
-    TPD_Event_Query_Args,
-    TPD_Event_Record_Args,
     TPD_HostFunction,
-    TPD_HostMemory_Allocate_Args,
-    TPD_HostMemory_Free_Args,
-    TPD_Memory_Allocate_Args,
-    TPD_Memory_CopyAsync_Args,
-    TPD_Memory_Free_Args,
-    TPD_Memory_GetInfo_Args,
-    TPD_Memory_SetAsync_Args,
-    TPD_Stream_Create_Args,
-    TPD_Stream_Destroy_Args,
-    TPD_Stream_LaunchHostFunction_Args,
-    TPD_Stream_Query_Args,
-    TPD_Stream_WaitEvent_Args,
     new,
 )
 from torchplug_testing.driver.harness import CheckFailure, Context, check, ensure, keep_alive
@@ -55,7 +37,6 @@ def check_invalid_device(ctx: Context) -> None:
             ErrorCode.INVALID_DEVICE,
             ctx.call,
             "memory_get_info",
-            TPD_Memory_GetInfo_Args,
             device=device,
         )
         ctx.expect(ErrorCode.INVALID_DEVICE, ctx.stream, device)
@@ -93,9 +74,7 @@ def _event_uses(ctx: Context, event: int, stream: int, other: int) -> dict[str, 
         "event_synchronize": lambda: ctx.event_synchronize(event),
         "event_record": lambda: ctx.record(event, stream),
         "stream_wait_event": lambda: ctx.wait_event(stream, event),
-        "event_elapsed_time": lambda: ctx.call(
-            "event_elapsed_time", TPD_Event_ElapsedTime_Args, start=event, end=other
-        ),
+        "event_elapsed_time": lambda: ctx.call("event_elapsed_time", start=event, end=other),
         "event_destroy": lambda: ctx.destroy_event(event),
     }
 
@@ -183,11 +162,9 @@ def check_null_arguments(ctx: Context) -> None:
         "client_create (name)": lambda: ctx.driver.call(
             "client_create", byref(new(TPD_Client_Create_Args, name=None))
         ),
-        "device_get_properties (properties)": lambda: ctx.call(
-            "device_get_properties", TPD_Device_GetProperties_Args, device=0
-        ),
+        "device_get_properties (properties)": lambda: ctx.call("device_get_properties", device=0),
         "stream_launch_host_function (function)": lambda: ctx.call(
-            "stream_launch_host_function", TPD_Stream_LaunchHostFunction_Args, stream=stream
+            "stream_launch_host_function", stream=stream
         ),
         "memory_copy_async (destination)": lambda: ctx.copy(
             stream, None, address, 64, CopyKind.DEVICE_TO_HOST
@@ -215,7 +192,7 @@ def check_null_arguments(ctx: Context) -> None:
 def _valid_arguments(ctx: Context) -> dict[str, Callable[[], Any]]:
     """For each table member returning an error: a builder of arguments it accepts."""
     timing = ctx.has(Capability.TIMING_EVENTS)
-    client = ctx.client
+    args = ctx.arguments
 
     def recorded(timing: bool = False) -> int:
         event, stream = ctx.event(timing=timing), ctx.stream()
@@ -223,84 +200,54 @@ def _valid_arguments(ctx: Context) -> dict[str, Callable[[], Any]]:
         ctx.synchronize(stream)
         return event
 
-    def error() -> int:
-        args = new(
-            TPD_Device_GetProperties_Args,
-            client=client,
-            device=-1,
-            properties=pointer(new(TPD_DeviceProperties)),
-        )
-        handle = ctx.driver.api.device_get_properties(byref(args))
-        ensure(bool(handle), "device_get_properties of device -1 succeeded")
-        return handle
-
     noop = TPD_HostFunction(lambda user_data, message, size: 0)
     keep_alive(noop)
     builders: dict[str, Callable[[], Any]] = {
-        "error_get_code": lambda: new(TPD_Error_GetCode_Args, error=error()),
-        "client_create": lambda: new(
-            TPD_Client_Create_Args,
-            name=ctx.name.encode(),
-            options=ctx.options.encode() if ctx.options else None,
+        "error_get_code": lambda: new(TPD_Error_GetCode_Args, error=ctx.error_handle()),
+        "client_create": ctx.client_create_arguments,
+        "client_device_count": lambda: args("client_device_count"),
+        "device_get_properties": lambda: args(
+            "device_get_properties", device=0, properties=pointer(new(TPD_DeviceProperties))
         ),
-        "client_device_count": lambda: new(TPD_Client_DeviceCount_Args, client=client),
-        "device_get_properties": lambda: new(
-            TPD_Device_GetProperties_Args,
-            client=client,
-            device=0,
-            properties=pointer(new(TPD_DeviceProperties)),
+        "memory_allocate": lambda: args("memory_allocate", device=0, size=64),
+        "memory_free": lambda: args("memory_free", pointer=ctx.allocate(64)),
+        "memory_get_info": lambda: args("memory_get_info", device=0),
+        "host_memory_allocate": lambda: args("host_memory_allocate", size=64),
+        "host_memory_free": lambda: args("host_memory_free", pointer=ctx.host_allocate(64)),
+        "memory_set_async": lambda: args(
+            "memory_set_async", stream=ctx.stream(), pointer=ctx.allocate(64), value=1, size=64
         ),
-        "memory_allocate": lambda: new(TPD_Memory_Allocate_Args, client=client, device=0, size=64),
-        "memory_free": lambda: new(TPD_Memory_Free_Args, client=client, pointer=ctx.allocate(64)),
-        "memory_get_info": lambda: new(TPD_Memory_GetInfo_Args, client=client, device=0),
-        "host_memory_allocate": lambda: new(TPD_HostMemory_Allocate_Args, client=client, size=64),
-        "host_memory_free": lambda: new(
-            TPD_HostMemory_Free_Args, client=client, pointer=ctx.host_allocate(64)
-        ),
-        "memory_set_async": lambda: new(
-            TPD_Memory_SetAsync_Args,
-            client=client,
-            stream=ctx.stream(),
-            pointer=ctx.allocate(64),
-            value=1,
-            size=64,
-        ),
-        "memory_copy_async": lambda: new(
-            TPD_Memory_CopyAsync_Args,
-            client=client,
+        "memory_copy_async": lambda: args(
+            "memory_copy_async",
             stream=ctx.stream(),
             destination=ctx.allocate(64),
             source=ctx.allocate(64),
             size=64,
             kind=CopyKind.DEVICE_TO_DEVICE,
         ),
-        "stream_create": lambda: new(TPD_Stream_Create_Args, client=client, device=0, priority=0),
-        "stream_destroy": lambda: new(TPD_Stream_Destroy_Args, client=client, stream=ctx.stream()),
-        "stream_query": lambda: new(TPD_Stream_Query_Args, client=client, stream=ctx.stream()),
-        "stream_synchronize": lambda: new(
-            TPD_Stream_Query_Args, client=client, stream=ctx.stream()
+        "stream_create": lambda: args("stream_create", device=0, priority=0),
+        "stream_destroy": lambda: args("stream_destroy", stream=ctx.stream()),
+        "stream_query": lambda: args("stream_query", stream=ctx.stream()),
+        "stream_synchronize": lambda: args("stream_synchronize", stream=ctx.stream()),
+        "stream_wait_event": lambda: args(
+            "stream_wait_event", stream=ctx.stream(), event=recorded()
         ),
-        "stream_wait_event": lambda: new(
-            TPD_Stream_WaitEvent_Args, client=client, stream=ctx.stream(), event=recorded()
+        "stream_launch_host_function": lambda: args(
+            "stream_launch_host_function", stream=ctx.stream(), function=noop
         ),
-        "stream_launch_host_function": lambda: new(
-            TPD_Stream_LaunchHostFunction_Args, client=client, stream=ctx.stream(), function=noop
-        ),
-        "event_create": lambda: new(TPD_Event_Create_Args, client=client, device=0),
-        "event_destroy": lambda: new(TPD_Event_Query_Args, client=client, event=ctx.event()),
-        "event_record": lambda: new(
-            TPD_Event_Record_Args, client=client, event=ctx.event(), stream=ctx.stream()
-        ),
-        "event_query": lambda: new(TPD_Event_Query_Args, client=client, event=recorded()),
-        "event_synchronize": lambda: new(TPD_Event_Query_Args, client=client, event=recorded()),
-        "event_elapsed_time": lambda: new(
-            TPD_Event_ElapsedTime_Args, client=client, start=recorded(timing), end=recorded(timing)
+        "event_create": lambda: args("event_create", device=0),
+        "event_destroy": lambda: args("event_destroy", event=ctx.event()),
+        "event_record": lambda: args("event_record", event=ctx.event(), stream=ctx.stream()),
+        "event_query": lambda: args("event_query", event=recorded()),
+        "event_synchronize": lambda: args("event_synchronize", event=recorded()),
+        "event_elapsed_time": lambda: args(
+            "event_elapsed_time", start=recorded(timing), end=recorded(timing)
         ),
     }
     if not timing:
         del builders["event_elapsed_time"]  # UNSUPPORTED whatever the struct_size
     # Last: it takes the check's client.
-    builders["client_destroy"] = lambda: new(TPD_Client_Destroy_Args, client=client)
+    builders["client_destroy"] = lambda: args("client_destroy")
     return builders
 
 

@@ -14,29 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchplug_testing.driver.bindings import (
+    ARGUMENTS,
     Capability,
     CopyKind,
     ErrorCode,
     TPD_Client_Create_Args,
     TPD_Client_Destroy_Args,
-    TPD_Client_DeviceCount_Args,
-    TPD_Device_GetProperties_Args,
     TPD_DeviceProperties,
-    TPD_Event_Create_Args,
-    TPD_Event_Query_Args,
-    TPD_Event_Record_Args,
     TPD_HostFunction,
-    TPD_HostMemory_Allocate_Args,
-    TPD_HostMemory_Free_Args,
-    TPD_Memory_Allocate_Args,
-    TPD_Memory_CopyAsync_Args,
-    TPD_Memory_Free_Args,
-    TPD_Memory_SetAsync_Args,
-    TPD_Stream_Create_Args,
-    TPD_Stream_Destroy_Args,
-    TPD_Stream_LaunchHostFunction_Args,
-    TPD_Stream_Query_Args,
-    TPD_Stream_WaitEvent_Args,
     new,
 )
 from torchplug_testing.driver.loader import Driver, DriverError
@@ -103,24 +88,42 @@ class Context:
             self.destroy_client(self.client)
 
     # ------------------------------------------------------------- clients
-    def create_client(self) -> int:
-        args = new(
+    def client_create_arguments(self) -> Any:
+        """client_create's arguments: this check's backend name and options."""
+        return new(
             TPD_Client_Create_Args,
             name=self.name.encode(),
             options=self.options.encode() if self.options else None,
         )
+
+    def create_client(self) -> int:
+        args = self.client_create_arguments()
         self.driver.call("client_create", byref(args))
-        ensure(bool(args.client), "client_create succeeded but returned a NULL client")
-        return args.client
+        return _created("client_create", args, "client")
 
     def destroy_client(self, client: int | None) -> None:
         self.driver.call("client_destroy", byref(new(TPD_Client_Destroy_Args, client=client)))
 
-    def call(self, member: str, struct: type, **values: Any) -> Any:
-        """Calls ``member`` with a ``struct`` of ``values`` for this client; returns the struct."""
-        args = new(struct, client=self.client, **values)
+    def arguments(self, member: str, **values: Any) -> Any:
+        """The argument struct of table member ``member`` for this client, with ``values``."""
+        return new(ARGUMENTS[member], client=self.client, **values)
+
+    def call(self, member: str, **values: Any) -> Any:
+        """Calls table member ``member`` for this client with ``values``; returns its arguments."""
+        args = self.arguments(member, **values)
         self.driver.call(member, byref(args))
         return args
+
+    def _finished(self, member: str, flag: str, **values: Any) -> bool:
+        """The out ``flag`` of ``member`` (stream_query, event_query). The header has both an
+        out flag and TPD_NOT_READY ("a query's work has not finished"), so a NOT_READY error
+        counts as "not finished"."""
+        try:
+            return bool(getattr(self.call(member, **values), flag))
+        except DriverError as error:
+            if error.code is ErrorCode.NOT_READY:
+                return False
+            raise
 
     def expect(
         self,
@@ -149,17 +152,20 @@ class Context:
     # ------------------------------------------------------------- devices
     @property
     def device_count(self) -> int:
-        return self.call("client_device_count", TPD_Client_DeviceCount_Args).device_count
+        return self.call("client_device_count").device_count
 
     def properties(self, device: int = 0) -> Any:
         properties = new(TPD_DeviceProperties)
-        self.call(
-            "device_get_properties",
-            TPD_Device_GetProperties_Args,
-            device=device,
-            properties=pointer(properties),
-        )
+        self.call("device_get_properties", device=device, properties=pointer(properties))
         return properties
+
+    def error_handle(self) -> int:
+        """The address of a TPD_Error this caller owns: device_get_properties' of device -1."""
+        properties = pointer(new(TPD_DeviceProperties))
+        args = self.arguments("device_get_properties", device=-1, properties=properties)
+        error = self.driver.api.device_get_properties(byref(args))
+        ensure(bool(error), "device_get_properties of device -1 succeeded")
+        return error
 
     def has(self, capability: Capability, device: int = 0) -> bool:
         return bool(self.properties(device).capabilities & capability)
@@ -170,28 +176,19 @@ class Context:
 
     # -------------------------------------------------------------- memory
     def allocate(self, size: int, device: int = 0) -> int | None:
-        return self.call(
-            "memory_allocate", TPD_Memory_Allocate_Args, device=device, size=size
-        ).pointer
+        return self.call("memory_allocate", device=device, size=size).pointer
 
     def free(self, pointer: int | None) -> None:
-        self.call("memory_free", TPD_Memory_Free_Args, pointer=pointer)
+        self.call("memory_free", pointer=pointer)
 
     def host_allocate(self, size: int) -> int | None:
-        return self.call("host_memory_allocate", TPD_HostMemory_Allocate_Args, size=size).pointer
+        return self.call("host_memory_allocate", size=size).pointer
 
     def host_free(self, pointer: int | None) -> None:
-        self.call("host_memory_free", TPD_HostMemory_Free_Args, pointer=pointer)
+        self.call("host_memory_free", pointer=pointer)
 
     def memset(self, stream: int | None, pointer: int | None, value: int, size: int) -> None:
-        self.call(
-            "memory_set_async",
-            TPD_Memory_SetAsync_Args,
-            stream=stream,
-            pointer=pointer,
-            value=value,
-            size=size,
-        )
+        self.call("memory_set_async", stream=stream, pointer=pointer, value=value, size=size)
 
     def copy(
         self, stream: int | None, destination: Any, source: Any, size: int, kind: CopyKind
@@ -199,7 +196,6 @@ class Context:
         """Copies ``size`` bytes; ``destination`` and ``source`` are addresses or ctypes buffers."""
         self.call(
             "memory_copy_async",
-            TPD_Memory_CopyAsync_Args,
             stream=stream,
             destination=_address(destination),
             source=_address(source),
@@ -209,29 +205,20 @@ class Context:
 
     # ------------------------------------------------------------- streams
     def stream(self, device: int = 0, priority: int = 0) -> int:
-        stream = self.call(
-            "stream_create", TPD_Stream_Create_Args, device=device, priority=priority
-        ).stream
-        ensure(bool(stream), "stream_create succeeded but returned a NULL stream")
-        return stream
+        args = self.call("stream_create", device=device, priority=priority)
+        return _created("stream_create", args, "stream")
 
     def destroy_stream(self, stream: int | None) -> None:
-        self.call("stream_destroy", TPD_Stream_Destroy_Args, stream=stream)
+        self.call("stream_destroy", stream=stream)
 
     def synchronize(self, stream: int | None) -> None:
-        self.call("stream_synchronize", TPD_Stream_Query_Args, stream=stream)
+        self.call("stream_synchronize", stream=stream)
 
     def idle(self, stream: int | None) -> bool:
-        """stream_query's answer; a NOT_READY error counts as "busy" (see ``completed``)."""
-        try:
-            return bool(self.call("stream_query", TPD_Stream_Query_Args, stream=stream).idle)
-        except DriverError as error:
-            if error.code is ErrorCode.NOT_READY:
-                return False
-            raise
+        return self._finished("stream_query", "idle", stream=stream)
 
     def wait_event(self, stream: int | None, event: int | None) -> None:
-        self.call("stream_wait_event", TPD_Stream_WaitEvent_Args, stream=stream, event=event)
+        self.call("stream_wait_event", stream=stream, event=event)
 
     def host_function(self, stream: int | None, function: Callable[[], str | None]) -> None:
         """Queues ``function`` on ``stream``: it fails the stream when it returns a message."""
@@ -251,13 +238,7 @@ class Context:
 
         callback = TPD_HostFunction(run)
         keep_alive(callback)
-        self.call(
-            "stream_launch_host_function",
-            TPD_Stream_LaunchHostFunction_Args,
-            stream=stream,
-            function=callback,
-            user_data=None,
-        )
+        self.call("stream_launch_host_function", stream=stream, function=callback, user_data=None)
 
     def gate(self, stream: int | None, timeout: float = 10.0) -> threading.Event:
         """Blocks ``stream`` in a host function until the returned event is set (or ``timeout``)."""
@@ -268,30 +249,27 @@ class Context:
 
     # -------------------------------------------------------------- events
     def event(self, device: int = 0, timing: bool = False) -> int:
-        event = self.call(
-            "event_create", TPD_Event_Create_Args, device=device, enable_timing=int(timing)
-        ).event
-        ensure(bool(event), "event_create succeeded but returned a NULL event")
-        return event
+        args = self.call("event_create", device=device, enable_timing=int(timing))
+        return _created("event_create", args, "event")
 
     def destroy_event(self, event: int | None) -> None:
-        self.call("event_destroy", TPD_Event_Query_Args, event=event)
+        self.call("event_destroy", event=event)
 
     def record(self, event: int | None, stream: int | None) -> None:
-        self.call("event_record", TPD_Event_Record_Args, event=event, stream=stream)
+        self.call("event_record", event=event, stream=stream)
 
     def completed(self, event: int | None) -> bool:
-        """event_query's answer. The header has both an out flag and TPD_NOT_READY ("a
-        query's work has not finished"), so a NOT_READY error counts as "not completed"."""
-        try:
-            return bool(self.call("event_query", TPD_Event_Query_Args, event=event).completed)
-        except DriverError as error:
-            if error.code is ErrorCode.NOT_READY:
-                return False
-            raise
+        return self._finished("event_query", "completed", event=event)
 
     def event_synchronize(self, event: int | None) -> None:
-        self.call("event_synchronize", TPD_Event_Query_Args, event=event)
+        self.call("event_synchronize", event=event)
+
+
+def _created(member: str, args: Any, handle: str) -> int:
+    """The out ``handle`` of a successful ``member``, which must not be NULL."""
+    created = getattr(args, handle)
+    ensure(bool(created), f"{member} succeeded but returned a NULL {handle}")
+    return created
 
 
 def _address(value: Any) -> int | None:
