@@ -14,23 +14,23 @@ from torch import nn
 from framework_checks import DtypeProbe, against_cpu, batches, first_linear, mlp, scaler_device
 
 LEARNING_RATE = 1e-2
+VOCAB = 64  # Sentences draws its token ids below it
+# One layer, 16 wide: two steps take a moment on the CPU and on a device.
+BERT_SIZES = {
+    "num_hidden_layers": 1,
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_attention_heads": 2,
+    "max_position_embeddings": 16,
+}
+# Dropout draws from each device's own generator: off, so losses compare.
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
 def bert() -> nn.Module:
     from transformers import BertConfig, BertForSequenceClassification
 
-    config = BertConfig(
-        vocab_size=64,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        num_labels=2,
-        # Dropout draws from each device's own generator: off, so losses compare.
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
+    config = BertConfig(vocab_size=VOCAB, num_labels=2, **BERT_SIZES, **NO_DROPOUT)
     torch.manual_seed(0)
     return BertForSequenceClassification(config)
 
@@ -42,7 +42,7 @@ class Sentences(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         generator = torch.Generator().manual_seed(index)
         return {
-            "input_ids": torch.randint(0, 64, (8,), generator=generator),
+            "input_ids": torch.randint(0, VOCAB, (8,), generator=generator),
             "labels": torch.tensor(index % 2),
         }
 

@@ -1,9 +1,16 @@
 """The parent side of the framework tests: one child interpreter per framework and
-device runs tests/framework_checks.py, and each test reads one check's outcome."""
+device runs tests/framework_checks.py, and each test reads one check's outcome.
+
+The tests that several frameworks share are made here, one per check: a test
+module binds each to a test name (``test_x = trains_like_the_cpu("fp32")``),
+and pytest collects it under that name, in that module, with that module's
+``runs`` fixture (``runs = runs_fixture("hf")``).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +120,59 @@ def assert_mixed_precision(
             f"the GradScaler runs on {outcome['scaler']}, not on {device}"
         )
     assert_trains_like_cpu(outcome, device, MIXED_TOLERANCE)
+
+
+FrameworkTest = Callable[[FrameworkRuns, str], None]
+
+
+def runs_fixture(framework: str) -> Any:
+    """A test module's ``runs``: its framework's children, started once per module."""
+
+    @pytest.fixture(scope="module")
+    def runs(tmp_path_factory: pytest.TempPathFactory) -> FrameworkRuns:
+        return FrameworkRuns(framework, tmp_path_factory.mktemp(framework))
+
+    return runs
+
+
+def loads_only_with_the_framework(*integrations: str) -> FrameworkTest:
+    """torchplug's ``integrations`` are loaded after the framework is imported, none before."""
+
+    @pytest.mark.parametrize("device", cases())
+    def test(runs: FrameworkRuns, device: str) -> None:
+        report, output = runs.report(device)
+        assert report.get("integrations_before_framework") == [], output
+        loaded = report["integrations_after_framework"]
+        assert set(integrations) <= set(loaded), f"loaded {loaded}\n{output}"
+
+    return test
+
+
+def runs_on_the_device(check: str, **marks: pytest.MarkDecorator) -> FrameworkTest:
+    @pytest.mark.parametrize("device", cases(**marks))
+    def test(runs: FrameworkRuns, device: str) -> None:
+        assert_on(runs.outcome(device, check), device)
+
+    return test
+
+
+def trains_like_the_cpu(check: str) -> FrameworkTest:
+    """``check``'s fp32 losses are the CPU's; on hpu a strict xfail (hpu_backward)."""
+
+    @pytest.mark.parametrize("device", cases(hpu=hpu_backward))
+    def test(runs: FrameworkRuns, device: str) -> None:
+        assert_trains_like_cpu(runs.outcome(device, check), device, FP32_TOLERANCE)
+
+    return test
+
+
+def mixed_precision(
+    check: str, dtype: str, scaled: bool = False, **marks: pytest.MarkDecorator
+) -> FrameworkTest:
+    """See assert_mixed_precision; ``marks`` by device besides hpu's."""
+
+    @pytest.mark.parametrize("device", cases(hpu=hpu_backward, **marks))
+    def test(runs: FrameworkRuns, device: str) -> None:
+        assert_mixed_precision(runs.outcome(device, check), device, dtype, scaled)
+
+    return test

@@ -10,15 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework_reports import (
-    FP32_TOLERANCE,
-    FrameworkRuns,
-    assert_mixed_precision,
-    assert_on,
-    assert_trains_like_cpu,
-    cases,
-    hpu_backward,
-)
+import framework_reports as framework
 
 pytestmark = pytest.mark.slow
 
@@ -27,45 +19,18 @@ ACCELERATE_FP16_LIST = (
     "(xpu, cuda, npu, xla, mlu, musa, hpu, sdaa, mps), before any device is touched"
 )
 
+runs = framework.runs_fixture("hf")
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> FrameworkRuns:
-    return FrameworkRuns("hf", tmp_path_factory.mktemp("hf"))
-
-
-@pytest.mark.parametrize("device", cases())
-def test_integrations_load_only_with_the_frameworks(runs: FrameworkRuns, device: str) -> None:
-    report, output = runs.report(device)
-    assert report.get("integrations_before_framework") == [], output
-    assert {"torchplug.integrations.accelerate", "torchplug.integrations.transformers"} <= set(
-        report["integrations_after_framework"]
-    ), output
-
-
-@pytest.mark.parametrize("device", cases())
-def test_trainer_places_the_model_on_the_device(runs: FrameworkRuns, device: str) -> None:
-    assert_on(runs.outcome(device, "trainer_selects"), device)
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_trainer_trains_like_the_cpu(runs: FrameworkRuns, device: str) -> None:
-    assert_trains_like_cpu(runs.outcome(device, "trainer_fp32"), device, FP32_TOLERANCE)
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_trainer_bf16(runs: FrameworkRuns, device: str) -> None:
-    assert_mixed_precision(runs.outcome(device, "trainer_bf16"), device, "torch.bfloat16")
-
-
-@pytest.mark.parametrize(
-    "device",
-    cases(foo=pytest.mark.xfail(strict=True, reason=ACCELERATE_FP16_LIST), hpu=hpu_backward),
+test_integrations_load_only_with_the_frameworks = framework.loads_only_with_the_framework(
+    "torchplug.integrations.accelerate", "torchplug.integrations.transformers"
 )
-def test_trainer_fp16_with_the_devices_grad_scaler(runs: FrameworkRuns, device: str) -> None:
-    outcome = runs.outcome(device, "trainer_fp16")
-    assert_mixed_precision(outcome, device, "torch.float16", scaled=True)
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_accelerate_trains_like_the_cpu(runs: FrameworkRuns, device: str) -> None:
-    assert_trains_like_cpu(runs.outcome(device, "accelerate"), device, FP32_TOLERANCE)
+test_trainer_places_the_model_on_the_device = framework.runs_on_the_device("trainer_selects")
+test_trainer_trains_like_the_cpu = framework.trains_like_the_cpu("trainer_fp32")
+test_trainer_bf16 = framework.mixed_precision("trainer_bf16", "torch.bfloat16")
+test_trainer_fp16_with_the_devices_grad_scaler = framework.mixed_precision(
+    "trainer_fp16",
+    "torch.float16",
+    scaled=True,
+    foo=pytest.mark.xfail(strict=True, reason=ACCELERATE_FP16_LIST),
+)
+test_accelerate_trains_like_the_cpu = framework.trains_like_the_cpu("accelerate")

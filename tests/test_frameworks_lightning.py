@@ -11,56 +11,22 @@ from __future__ import annotations
 
 import pytest
 
-from framework_reports import (
-    FP32_TOLERANCE,
-    FrameworkRuns,
-    assert_mixed_precision,
-    assert_on,
-    assert_trains_like_cpu,
-    cases,
-    hpu_backward,
-)
+import framework_reports as framework
 
 pytestmark = pytest.mark.slow
 
+runs = framework.runs_fixture("lightning")
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> FrameworkRuns:
-    return FrameworkRuns("lightning", tmp_path_factory.mktemp("lightning"))
-
-
-@pytest.mark.parametrize("device", cases())
-def test_integration_loads_only_with_lightning(runs: FrameworkRuns, device: str) -> None:
-    report, output = runs.report(device)
-    assert report.get("integrations_before_framework") == [], output
-    assert "torchplug.integrations.lightning" in report["integrations_after_framework"], output
-
-
-@pytest.mark.parametrize("device", cases())
-def test_strategy_runs_on_the_device(runs: FrameworkRuns, device: str) -> None:
-    assert_on(runs.outcome(device, "selects"), device)
-
-
-@pytest.mark.parametrize("device", cases())
-def test_an_accelerator_of_ones_own_needs_no_strategy(runs: FrameworkRuns, device: str) -> None:
-    assert_on(runs.outcome(device, "own_accelerator_selects"), device)
-
-
-@pytest.mark.parametrize("device", cases())
-def test_the_standalone_pytorch_lightning_too(runs: FrameworkRuns, device: str) -> None:
-    assert_on(runs.outcome(device, "standalone_selects"), device)
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_trains_like_the_cpu(runs: FrameworkRuns, device: str) -> None:
-    assert_trains_like_cpu(runs.outcome(device, "fp32"), device, FP32_TOLERANCE)
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_bf16_mixed(runs: FrameworkRuns, device: str) -> None:
-    assert_mixed_precision(runs.outcome(device, "bf16"), device, "torch.bfloat16")
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_16_mixed_with_the_devices_grad_scaler(runs: FrameworkRuns, device: str) -> None:
-    assert_mixed_precision(runs.outcome(device, "fp16"), device, "torch.float16", scaled=True)
+test_integration_loads_only_with_lightning = framework.loads_only_with_the_framework(
+    "torchplug.integrations.lightning"
+)
+test_strategy_runs_on_the_device = framework.runs_on_the_device("selects")
+test_an_accelerator_of_ones_own_needs_no_strategy = framework.runs_on_the_device(
+    "own_accelerator_selects"
+)
+test_the_standalone_pytorch_lightning_too = framework.runs_on_the_device("standalone_selects")
+test_trains_like_the_cpu = framework.trains_like_the_cpu("fp32")
+test_bf16_mixed = framework.mixed_precision("bf16", "torch.bfloat16")
+test_16_mixed_with_the_devices_grad_scaler = framework.mixed_precision(
+    "fp16", "torch.float16", scaled=True
+)

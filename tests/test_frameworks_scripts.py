@@ -10,15 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework_reports import (
-    FP32_TOLERANCE,
-    FrameworkRuns,
-    assert_mixed_precision,
-    assert_on,
-    assert_trains_like_cpu,
-    cases,
-    hpu_backward,
-)
+import framework_reports as framework
 
 HPU_NOT_FOUND = pytest.mark.xfail(
     strict=True,
@@ -26,37 +18,22 @@ HPU_NOT_FOUND = pytest.mark.xfail(
     "PrivateUse1 device (foo) when it is active beside hpu; a script must name hpu",
 )
 
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> FrameworkRuns:
-    return FrameworkRuns("scripts", tmp_path_factory.mktemp("scripts"))
+runs = framework.runs_fixture("scripts")
 
 
-@pytest.mark.parametrize("device", cases())
-def test_import_torch_imports_no_integration(runs: FrameworkRuns, device: str) -> None:
+@pytest.mark.parametrize("device", framework.cases())
+def test_import_torch_imports_no_integration(runs: framework.FrameworkRuns, device: str) -> None:
     assert runs.outcome(device, "import_torch_loads_no_integration")["loaded"] == []
 
 
-@pytest.mark.parametrize("device", cases(hpu=HPU_NOT_FOUND))
-def test_examples_style_scripts_find_the_device(runs: FrameworkRuns, device: str) -> None:
-    assert_on(runs.outcome(device, "examples_selects"), device)
-
-
-@pytest.mark.parametrize("device", cases(hpu=HPU_NOT_FOUND))
-def test_torchtitan_finds_the_device(runs: FrameworkRuns, device: str) -> None:
-    assert_on(runs.outcome(device, "torchtitan_selects"), device)
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_trains_like_the_cpu(runs: FrameworkRuns, device: str) -> None:
-    assert_trains_like_cpu(runs.outcome(device, "fp32"), device, FP32_TOLERANCE)
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_bf16_autocast(runs: FrameworkRuns, device: str) -> None:
-    assert_mixed_precision(runs.outcome(device, "bf16"), device, "torch.bfloat16")
-
-
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_fp16_autocast_with_the_devices_grad_scaler(runs: FrameworkRuns, device: str) -> None:
-    assert_mixed_precision(runs.outcome(device, "fp16"), device, "torch.float16", scaled=True)
+test_examples_style_scripts_find_the_device = framework.runs_on_the_device(
+    "examples_selects", hpu=HPU_NOT_FOUND
+)
+test_torchtitan_finds_the_device = framework.runs_on_the_device(
+    "torchtitan_selects", hpu=HPU_NOT_FOUND
+)
+test_trains_like_the_cpu = framework.trains_like_the_cpu("fp32")
+test_bf16_autocast = framework.mixed_precision("bf16", "torch.bfloat16")
+test_fp16_autocast_with_the_devices_grad_scaler = framework.mixed_precision(
+    "fp16", "torch.float16", scaled=True
+)

@@ -11,24 +11,17 @@ from __future__ import annotations
 
 import pytest
 
-from framework_reports import (
-    FP32_TOLERANCE,
-    FrameworkRuns,
-    assert_trains_like_cpu,
-    cases,
-    hpu_backward,
-)
+import framework_reports as framework
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> FrameworkRuns:
-    return FrameworkRuns("transformers_testing", tmp_path_factory.mktemp("transformers_testing"))
+runs = framework.runs_fixture("transformers_testing")
 
 
-@pytest.mark.parametrize("device", cases())
-def test_torch_device_is_the_device_with_its_functions(runs: FrameworkRuns, device: str) -> None:
+@pytest.mark.parametrize("device", framework.cases())
+def test_torch_device_is_the_device_with_its_functions(
+    runs: framework.FrameworkRuns, device: str
+) -> None:
     outcome = runs.outcome(device, "selects")
     assert outcome["device"] == device
     assert outcome["device_count"] == outcome["expected_count"]
@@ -40,6 +33,4 @@ def test_torch_device_is_the_device_with_its_functions(runs: FrameworkRuns, devi
     assert outcome["fp16"], "@require_torch_fp16 skips on the device"
 
 
-@pytest.mark.parametrize("device", cases(hpu=hpu_backward))
-def test_a_test_trains_like_the_cpu(runs: FrameworkRuns, device: str) -> None:
-    assert_trains_like_cpu(runs.outcome(device, "trains"), device, FP32_TOLERANCE)
+test_a_test_trains_like_the_cpu = framework.trains_like_the_cpu("trains")
