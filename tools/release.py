@@ -35,7 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHANGELOG = ROOT / "CHANGELOG.md"
 PLATFORM = "manylinux_2_28_x86_64"
 # torch's shared libraries: the wheels link them but must not carry copies.
-TORCH_LIBRARIES = ("libc10*.so*", "libtorch*.so*", "libshm*.so*", "libgomp*.so*")
+# (libtorch.so and libtorch_<part>.so, not every libtorch* name: the core's
+# libtorchplug_simulator.so is its own.)
+TORCH_LIBRARIES = ("libc10*.so*", "libtorch.so*", "libtorch_*.so*", "libshm*.so*", "libgomp*.so*")
+LINKS_TORCH = re.compile(r"\(NEEDED\).*\[(libtorch(_\w+)?|libc10(_\w+)?)\.so")
 TORCH_RUNPATH = "$ORIGIN/../torch/lib"
 
 
@@ -213,7 +216,7 @@ def inspect_native(wheel: Path) -> list[str]:
                 continue
             library = Path(archive.extract(name, scratch))
             dynamic = run("readelf", "-d", library)
-            if "libtorch" in dynamic and TORCH_RUNPATH not in dynamic:
+            if LINKS_TORCH.search(dynamic) and TORCH_RUNPATH not in dynamic:
                 problems.append(f"{name} links torch without RUNPATH {TORCH_RUNPATH}")
     return problems
 
