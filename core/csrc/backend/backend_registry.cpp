@@ -16,6 +16,7 @@
 #include "profiler/kineto_profiler.h"
 #include "profiler/profiler_stubs.h"
 #include "memory/shallow_copy.h"
+#include "backend/device_types.h"
 
 namespace torchplug {
 namespace {
@@ -50,16 +51,15 @@ const DeviceKind& device_kind(const std::string& key_name) {
   throw std::invalid_argument("Unsupported dispatch key '" + key_name + "': use 'privateuse1' or 'hpu'.");
 }
 
-constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 constexpr size_t kMaxDevices = runtime::Platform::kMaxDevices;
 
 // Written once per device type, at registration; never freed (kernels may
 // run during exit).
-std::array<const BackendIdentity*, kDeviceTypes> backends{};
-thread_local std::array<std::array<c10::StreamId, kMaxDevices>, kDeviceTypes> current_stream_ids{};
+PerDeviceType<const BackendIdentity*> backends{};
+thread_local PerDeviceType<std::array<c10::StreamId, kMaxDevices>> current_stream_ids{};
 // Resolved runtime streams for current_stream_ids, so the per-kernel stream
 // check is a load and an atomic compare.
-thread_local std::array<std::array<runtime::Stream*, kMaxDevices>, kDeviceTypes> current_streams{};
+thread_local PerDeviceType<std::array<runtime::Stream*, kMaxDevices>> current_streams{};
 
 const BackendIdentity* make_identity(const DeviceKind& kind, runtime::Platform& platform) {
   const c10::Device device(kind.type);

@@ -9,6 +9,7 @@
 #include <c10/core/TensorOptions.h>
 
 #include "backend/backend.h"
+#include "backend/device_types.h"
 
 namespace torchplug {
 namespace {
@@ -45,9 +46,8 @@ class DeviceGenerator final : public c10::GeneratorImpl {
   at::Generator engine_;
 };
 
-constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 std::mutex defaults_mutex;
-std::array<std::array<std::unique_ptr<at::Generator>, runtime::Platform::kMaxDevices>, kDeviceTypes> defaults;
+PerDeviceType<std::array<std::unique_ptr<at::Generator>, runtime::Platform::kMaxDevices>> defaults;
 
 }  // namespace
 

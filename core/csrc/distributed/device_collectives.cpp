@@ -5,11 +5,10 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "distributed/device_work.h"
+#include "backend/device_types.h"
 
 namespace torchplug::distributed {
 namespace {
-
-constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 
 std::string device_name(c10::Device device) { return device.str(); }
 
@@ -78,7 +77,7 @@ Options with_transport_op(Options opts, const Average& average) {
 DeviceCollectives::DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport,
                                      c10::intrusive_ptr<c10d::Backend> checks, int rank, int size)
     : c10d::Backend(rank, size), transport_(std::move(transport)), agreement_(std::move(checks)),
-      devices_(kDeviceTypes) {
+      devices_(kDeviceTypeCount) {
   TORCH_CHECK(transport_, "The torchplug collective backend needs a transport backend (Gloo).");
 }
 

@@ -7,13 +7,13 @@
 
 #include <c10/util/Exception.h>
 
+#include "backend/device_types.h"
+
 namespace torchplug {
 namespace {
 
-constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
-
 // Zero-initialized (kDefault). Read on every blocking copy: one relaxed load.
-std::array<std::atomic<SyncDebugMode>, kDeviceTypes> modes;
+PerDeviceType<std::atomic<SyncDebugMode>> modes;
 
 }  // namespace
 
