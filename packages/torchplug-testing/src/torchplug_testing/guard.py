@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from torchplug_testing import moduleinfo, opinfo
+from torchplug_testing import moduleinfo, opinfo, out_device
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class InProcessRunner:
         if mode.startswith(moduleinfo.REQUEST_PREFIX):
             module_mode = mode.removeprefix(moduleinfo.REQUEST_PREFIX)
             return moduleinfo.sweep(module_mode, op, self.device, dtype, limit)
-        return opinfo.sweep(mode, op, self.device, dtype, limit)
+        return opinfo.collect(operator_outcomes(mode, op, self.device, dtype, limit))
 
     def close(self) -> None:
         pass
@@ -270,7 +270,14 @@ def sample_outcomes(
         return moduleinfo.sample_outcomes(
             module_mode, moduleinfo.by_id()[name], device, dtype, limit
         )
-    return opinfo.sample_outcomes(mode, operators[name], device, dtype, limit)
+    return operator_outcomes(mode, operators[name], device, dtype, limit)
+
+
+def operator_outcomes(mode: str, op: Any, device: str, dtype: Any, limit: int | None) -> Any:
+    """An operator's outcomes in ``mode``: its out= refusals, or its values against the CPU's."""
+    if mode == out_device.MODE:
+        return out_device.sample_outcomes(op, device, dtype, limit)
+    return opinfo.sample_outcomes(mode, op, device, dtype, limit)
 
 
 class _WorkerGone(Exception):
