@@ -7,13 +7,13 @@ it wants from here and defines ``device`` (e.g. with ``require_device``).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import ModuleType
+from pathlib import Path
 
 import pytest
 import torch
 
-from torchplug_testing import guard
-from torchplug_testing.session import DEVICE_KEY
+from torchplug_testing import device_api, guard
+from torchplug_testing.session import DEVICE_KEY, SUITE_DIR
 
 
 @pytest.fixture(scope="session")
@@ -22,10 +22,13 @@ def device(pytestconfig: pytest.Config) -> str:
     return pytestconfig.stash[DEVICE_KEY]
 
 
-@pytest.fixture(scope="session")
-def device_module(device: str) -> ModuleType:
-    """``torch.<device>``, found the way torch itself finds it."""
-    return torch.get_device_module(device)
+@pytest.fixture
+def device_module(device: str, request: pytest.FixtureRequest) -> device_api.DeviceModule:
+    """``torch.<device>``, found the way torch itself finds it. A function the backend
+    lacks fails the test that uses it, naming the function and the test's group."""
+    path = Path(str(request.node.path)).resolve()
+    group = path.stem if path.parent == SUITE_DIR else None
+    return device_api.DeviceModule(device, group)
 
 
 @pytest.fixture(scope="session")
@@ -40,10 +43,16 @@ def opinfo_runner(pytestconfig: pytest.Config, device: str) -> Iterator[guard.Op
 
 
 @pytest.fixture
-def second_device(device: str, device_module: ModuleType) -> torch.device:
+def second_device(device: str) -> torch.device:
     """Index 1 of the device type; skips when the backend exposes one device only."""
-    if device_module.device_count() < 2:
-        pytest.skip(f"needs 2 '{device}' devices, {device_module.device_count()} present")
+    count = device_api.device_count(device)
+    if count is None:
+        pytest.skip(
+            f"needs 2 '{device}' devices; how many there are is unknown: torch.{device}."
+            "device_count is missing and the device is not torch.accelerator's"
+        )
+    if count < 2:
+        pytest.skip(f"needs 2 '{device}' devices, {count} present")
     return torch.device(device, 1)
 
 
@@ -59,16 +68,14 @@ def _drain_device(device: str) -> Iterator[None]:
 
 
 def synchronize(device: str) -> None:
-    """Waits for the work queued on every device of the type ``device``, if it is available."""
-    module = torch.get_device_module(device)
-    if module.is_available():
-        for index in range(module.device_count()):
-            module.synchronize(index)
+    """Waits for the work queued on every device of the type ``device``, if it is available
+    (see :func:`torchplug_testing.device_api.synchronize`)."""
+    device_api.synchronize(device)
 
 
 def require_device(device: str, why_not: str) -> str:
     """``device`` if its backend is available in this process; fails the test with
     ``why_not`` otherwise."""
-    if not hasattr(torch, device) or not torch.get_device_module(device).is_available():
+    if not device_api.is_available(device):
         pytest.fail(why_not)
     return device

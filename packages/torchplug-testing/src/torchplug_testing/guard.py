@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from torchplug_testing import moduleinfo, opinfo, out_device
+from torchplug_testing import device_api, moduleinfo, opinfo, out_device
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,6 @@ def serve(device: str, requests_fd: int, replies_fd: int) -> None:
 
     faulthandler.enable(all_threads=True)
     operators = {opinfo.op_id(op): op for op in opinfo.op_db()}
-    device_module = torch.get_device_module(device)
     replies = os.fdopen(replies_fd, "wb", buffering=0)
 
     def reply(message: dict[str, Any]) -> None:
@@ -344,8 +343,7 @@ def serve(device: str, requests_fd: int, replies_fd: int) -> None:
                 for outcome in sample_outcomes(operators, request, device, dtype):
                     reply({"sample": vars(outcome)})
                 # No operator leaves queued work behind for the next one.
-                for index in range(device_module.device_count()):
-                    device_module.synchronize(index)
+                device_api.synchronize(device)
             except unittest.SkipTest as skip:
                 reply({"skip": str(skip)})
                 continue

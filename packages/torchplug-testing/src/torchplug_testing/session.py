@@ -302,14 +302,16 @@ def check_device(device: str) -> None:
         ) from error
     if parsed.type == "cpu":
         return
-    try:
-        module = torch.get_device_module(parsed.type)
-    except RuntimeError as error:
+    from torchplug_testing import device_api
+
+    available = device_api.is_available(parsed.type)
+    if available is None:
         raise pytest.UsageError(
-            f"torch has no device module for {parsed.type!r}: the backend must register "
-            f"torch.{parsed.type} (torch._register_device_module). ({error})"
-        ) from error
-    if not module.is_available():
+            f"torch cannot tell whether {parsed.type!r} is available: it is not "
+            "torch.accelerator's current accelerator and the backend registered no "
+            f"torch.{parsed.type} with is_available() (torch._register_device_module)."
+        )
+    if not available:
         raise pytest.UsageError(
             f"torch.{parsed.type}.is_available() is False: the backend is installed but "
             "not usable in this process. For torchplug backends run `torchplug doctor` to see why."

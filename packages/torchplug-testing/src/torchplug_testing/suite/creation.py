@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from torchplug_testing import device_api
 from torchplug_testing.compare import assert_matches_cpu, check_against_cpu
 
 DTYPES = [
@@ -24,7 +25,7 @@ DTYPES = [
 def test_factories(device: str, dtype: torch.dtype) -> None:
     for factory in (torch.zeros, torch.ones):
         made = factory(3, 4, dtype=dtype, device=device)
-        assert made.device == torch.device(device, torch.get_device_module(device).current_device())
+        assert made.device == torch.device(device, device_api.current_device(device, "creation"))
         assert_matches_cpu(made, factory(3, 4, dtype=dtype))
     full = torch.full((2, 3), 1, dtype=dtype, device=device)
     assert_matches_cpu(full, torch.full((2, 3), 1, dtype=dtype))
