@@ -15,7 +15,7 @@ import time
 import types
 
 from torchplug import cuda_coexistence, settings
-from torchplug.activation import records
+from torchplug.activation import records, torch_patches
 from torchplug.activation.build_checks import check_torch_version
 from torchplug.backend import Backend, BackendState, BackendStatus
 from torchplug.device_kind import kind_of
@@ -89,6 +89,10 @@ def register(backend: Backend, status: BackendStatus, config: settings.Settings)
             )
     else:
         device_module.add_tensor_methods(name)
+        # Now that the key's hooks are registered, torch may refuse the device
+        # as its accelerator (hpu on a torch built with CUDA): device-generic
+        # calls then answer for it instead of raising.
+        torch_patches.answer_device_generic_calls(torch, name)
     if kind.seeded_by_torchplug:
         from torchplug import seeding
 

@@ -87,7 +87,21 @@ def functions(bound: BoundDevice) -> dict[str, Any]:
         return False
 
     def Stream(device: Any = None, priority: int = 0) -> torch.Stream:
-        return torch.Stream(device=torch.device(name, bound.index(device)), priority=priority)
+        target = torch.device(name, bound.index(device))
+        try:
+            return torch.Stream(device=target, priority=priority)
+        except RuntimeError as error:
+            # torch.Stream(device=...) asks for the accelerator first, which a torch
+            # built with CUDA refuses while hpu is registered and no PrivateUse1 leads.
+            if "Cannot have both" not in str(error):
+                raise
+            raise RuntimeError(
+                f"torch.{name}.Stream() cannot create a new stream in this process: "
+                f"torch.Stream(device=...) asks torch for the accelerator first, and this "
+                f"torch refuses '{name}' as the accelerator ({error}). The current and default "
+                f"streams work: torch.{name}.current_stream(), torch.{name}.default_stream(), "
+                f"torch.Event(device='{name}')."
+            ) from error
 
     def Event(
         enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
