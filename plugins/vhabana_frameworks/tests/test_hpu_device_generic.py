@@ -1,4 +1,4 @@
-"""Device-generic calls with only the hpu backend active, each in a fresh interpreter.
+"""Device-generic calls with only the hpu backend active (and beside foo), in fresh interpreters.
 
 PyPI's torch is a CUDA build: there torch refuses HPU as the accelerator
 ("Cannot have both HPU and cuda."), so torchplug answers what it can for hpu
@@ -8,7 +8,7 @@ or ``<ExceptionType>: <message>``, and states what that line must contain.
 
 from __future__ import annotations
 
-import subprocess
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -37,26 +37,36 @@ class Call:
     setup: str = ""
 
 
-def run(call: Call, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    code = f"""
-import logging, warnings
+# One child per environment runs every call, each in a namespace of its own:
+# a fresh interpreter per call would cost the suite minutes of `import torch`.
+CHILD = """
+import json, logging, warnings
 import torch
 logging.disable(logging.WARNING)
 warnings.simplefilter("ignore")
-{call.setup}
-try:
-    print("ok:", {call.code})
-except Exception as error:
-    print(f"{{type(error).__name__}}: {{error}}")
+for ident, setup, code in json.loads(CALLS):
+    namespace = {"torch": torch, "warnings": warnings}
+    try:
+        exec(setup, namespace)
+        line = "ok: " + str(eval(code, namespace))
+    except Exception as error:
+        line = f"{type(error).__name__}: {error}"
+    print(json.dumps([ident, line]), flush=True)
 """
+
+
+def run(calls: list[Call], env: dict[str, str]) -> dict[str, str]:
+    """What each call printed, by id, from one child with ``env``."""
     environment = child.child_environment(drop=("TORCHPLUG_", "TORCH_DEVICE_BACKEND"), **env)
-    return child.run_python(code, environment, timeout=300)
+    script = json.dumps([(call.id, call.setup, call.code) for call in calls])
+    result = child.run_python(f"CALLS = {script!r}\n" + CHILD, environment, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    lines = (json.loads(line) for line in result.stdout.splitlines() if line.startswith("["))
+    return dict(lines)
 
 
-def check(call: Call, env: dict[str, str]) -> None:
-    result = run(call, env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = result.stdout.strip().splitlines()[-1]
+def check(call: Call, printed: dict[str, str]) -> None:
+    line = printed[call.id]
     assert line.startswith(call.expected), line
     for part in call.also:
         assert part in line, line
@@ -213,14 +223,24 @@ BESIDE_FOO_CALLS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def hpu_alone() -> dict[str, str]:
+    return run(HPU_ALONE_CALLS, HPU_ALONE)
+
+
+@pytest.fixture(scope="module")
+def beside_foo() -> dict[str, str]:
+    return run(BESIDE_FOO_CALLS, BESIDE_FOO)
+
+
 @pytest.mark.parametrize("call", HPU_ALONE_CALLS, ids=lambda call: call.id)
-def test_hpu_alone(call: Call) -> None:
-    check(call, HPU_ALONE)
+def test_hpu_alone(call: Call, hpu_alone: dict[str, str]) -> None:
+    check(call, hpu_alone)
 
 
 @pytest.mark.parametrize("call", BESIDE_FOO_CALLS, ids=lambda call: call.id)
-def test_hpu_beside_foo(call: Call) -> None:
-    check(call, BESIDE_FOO)
+def test_hpu_beside_foo(call: Call, beside_foo: dict[str, str]) -> None:
+    check(call, beside_foo)
 
 
 def test_replaced_torch_symbols_are_those_verified() -> None:
