@@ -47,7 +47,7 @@ class DeviceGenerator final : public c10::GeneratorImpl {
 
 constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 std::mutex defaults_mutex;
-std::array<std::array<std::unique_ptr<at::Generator>, runtime::Platform::kMaxDevices>, kDeviceTypes> defaults;
+std::array<std::array<std::unique_ptr<at::Generator>, driver::kMaxDevices>, kDeviceTypes> defaults;
 
 }  // namespace
 
