@@ -1,5 +1,6 @@
 """The C++ house: the core's sources include each other without cycles, and the
-device runtimes below the torch integration include nothing of torch."""
+device runtimes below the torch integration (and the core's driver layer that
+reaches them) include nothing of torch."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 SYSTEM_INCLUDE = re.compile(r"^\s*#\s*include\s+<([^>]+)>", re.MULTILINE)
 TORCH_HEADERS = ("ATen/", "c10/", "torch/", "pybind11/", "Python.h", "caffe2/")
 # Below the torch integration: built into libraries that link neither libtorch
-# nor libpython, so one build serves every torch release.
-TORCH_FREE = ("runtime", "drivers")
+# nor libpython, so one build serves every torch release; and the core's driver
+# layer (driver/), which loads them and speaks only torchplug/driver.h.
+TORCH_FREE = ("runtime", "drivers", "driver")
 
 
 def sources() -> list[Path]:
@@ -99,6 +101,7 @@ def test_the_torch_integration_lives_in_folders_by_concern() -> None:
     folders = {path.relative_to(CSRC).parts[0] for path in sources()}
     assert "aten" not in folders
     assert {
+        "driver",
         "backend",
         "registration",
         "device",

@@ -11,10 +11,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 CORE = Path(__file__).resolve().parents[1]
-# The torch integration's folders; the device runtimes below it have no
-# kernels, and the collective backend (distributed/) still enters the device
-# its own way (the driver issue moves it onto the launch).
-NOT_KERNEL_ENTRIES = {"runtime", "drivers", "distributed"}
+# The torch integration's folders (the collective backend, distributed/,
+# included: it enters the device through the kernel SDK's KernelScope); the
+# device runtimes below it and the core's driver layer have no kernels.
+NOT_KERNEL_ENTRIES = {"runtime", "drivers", "driver"}
 SOURCES = [
     *sorted(
         path
@@ -25,18 +25,21 @@ SOURCES = [
 ]
 # What a kernel launch does, which no kernel may do by itself.
 LAUNCH_STEPS = re.compile(
-    r"\b(runtime::KernelAccess|DeviceActivity|wait_for_current_stream|check_synchronizing_operation)\b"
+    r"\b(driver::MemoryAccess|DeviceActivity|wait_for_current_stream|check_synchronizing_operation)\b"
 )
-# Where those steps are defined, and the two places work runs outside a kernel
-# entry: a queued asynchronous copy, executed later by the stream's worker,
-# and the access-only entry of kernel API version 1, kept for plugins built
-# against it.
+# Where those steps are defined, and the places work runs outside a kernel
+# entry: a queued asynchronous copy of adopted memory, executed later by the
+# stream's worker; the allocator's and the host alias' synchronous byte copies
+# (the runtime's memcpy before the driver layer); and the access-only entry of
+# kernel API version 1, kept for plugins built against it.
 DEFINED_IN = {"kernel_launch.cpp", "backend_registry.cpp", "device_activity.cpp", "sync_debug.cpp"}
 ALLOWED = {
-    "copy_kernels.cpp": ["runtime::KernelAccess access{dst_ptr, src_ptr};"],
+    "copy_kernels.cpp": ["const driver::MemoryAccess access{dst_ptr, src_ptr};"],
+    "device_allocator.cpp": ["const driver::MemoryAccess access{dest, src};"],
+    "host_alias.cpp": ["const driver::MemoryAccess access{data.get()};"],
     "kernel_api.cpp": [
-        "*scope = new runtime::KernelAccess(std::vector<const void*>(pointers, pointers + count));",
-        "delete static_cast<runtime::KernelAccess*>(scope);",
+        "*scope = new driver::MemoryAccess(std::vector<const void*>(pointers, pointers + count));",
+        "delete static_cast<driver::MemoryAccess*>(scope);",
     ],
 }
 

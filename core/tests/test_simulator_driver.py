@@ -97,7 +97,7 @@ SMOKE_TEST = textwrap.dedent(
             "host_memory_allocate host_memory_free memory_set_async memory_copy_async stream_create "
             "stream_destroy stream_query stream_synchronize stream_wait_event "
             "stream_launch_host_function event_create event_destroy event_record event_query "
-            "event_synchronize event_elapsed_time").split()]
+            "event_synchronize event_elapsed_time stream_wait_idle").split()]
 
     ErrorMessage = args(("error", c_void_p), ("message", c_char_p), ("message_size", c_size_t))
     ErrorDestroy = args(("error", c_void_p))
@@ -110,7 +110,7 @@ SMOKE_TEST = textwrap.dedent(
     Free = args(("client", c_void_p), ("pointer", c_void_p))
     StreamCreate = args(("client", c_void_p), ("device", c_int), ("priority", c_int), ("stream", c_void_p))
     StreamDestroy = args(("client", c_void_p), ("stream", c_void_p))
-    StreamQuery = args(("client", c_void_p), ("stream", c_void_p), ("idle", c_int))
+    StreamQuery = args(("client", c_void_p), ("stream", c_void_p), ("idle", c_int), ("failed", c_int))
     Copy = args(("client", c_void_p), ("stream", c_void_p), ("destination", c_void_p),
                 ("source", c_void_p), ("size", c_size_t), ("kind", c_int))
     HOST_TO_DEVICE, DEVICE_TO_HOST = 0, 1

@@ -1,7 +1,7 @@
 #pragma once
 // What the torch integration knows about each registered simulated backend:
 // one identity record per backend (its device name, device type, dispatch
-// keys and the runtime platform that is its index space), looked up once by
+// keys and the device runtime, over its driver, that is its index space), looked up once by
 // every _C entry and kernel. Everything else in this layer is generic over
 // the device type, so one build serves PrivateUse1 (renamed to "foo", "npu",
 // ...) and the in-tree HPU key alike; where the two differ is one table,
@@ -14,7 +14,7 @@
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/Stream.h>
 
-#include "runtime/platform.h"
+#include "driver/device_runtime.h"
 
 namespace torch {
 class Library;
@@ -55,13 +55,20 @@ struct BackendIdentity {
   c10::DispatchKey sparse_csr_key;  // compressed sparse layouts
   c10::DispatchKey autocast_key;
   c10::DispatchKeySet dense_keys;   // what a dense device tensor carries
-  runtime::Platform* platform;      // the index space: devices, memory, streams
+  driver::DeviceRuntime* runtime;   // the index space: devices, memory, streams (over the driver)
 };
 
-// Binds the runtime platform `platform_name` to the device type whose
-// dispatch key Python calls `key_name` ("privateuse1", "hpu") and installs
-// every registration torch needs for it. Idempotent.
-const BackendIdentity& register_backend(const std::string& key_name, const std::string& platform_name);
+// Binds the device runtime `name` (opened with open_backend_driver, else on
+// the simulator) to the device type whose dispatch key Python calls
+// `key_name` ("privateuse1", "hpu") and installs every registration torch
+// needs for it. Idempotent.
+const BackendIdentity& register_backend(const std::string& key_name, const std::string& name);
+
+// Opens backend `name`'s driver (the simulator for an empty `path`) and checks
+// that the core can serve it: what it needs of the driver's capabilities.
+// Throws a message naming the driver and what is missing. Idempotent.
+driver::DeviceRuntime& open_backend_driver(const std::string& name, const std::string& path,
+                                           const std::string& options = "");
 
 // The backend `name` addresses, by its device name ("foo") or its dispatch
 // key ("privateuse1", "hpu"); raises a clear error when none is registered.
@@ -72,16 +79,17 @@ const BackendIdentity& backend(c10::DeviceType type);
 const BackendIdentity* find_backend(c10::DeviceType type);
 // The device names of the backends registered so far.
 std::vector<std::string> registered_backend_names();
-// The runtime platform `name` addresses: a registered backend's, else the
-// platform of that name (configured before its backend registers).
-runtime::Platform& platform_named(const std::string& name);
+// The device runtime `name` addresses: a registered backend's, else the one
+// opened under that name (configured before its backend registers), else the
+// simulator's, opened now.
+driver::DeviceRuntime& device_runtime_named(const std::string& name);
 
-// The platform backing `type`; raises a clear error if none is registered.
-inline runtime::Platform& platform_for(c10::DeviceType type) { return *backend(type).platform; }
+// The runtime backing `type`; raises a clear error if none is registered.
+inline driver::DeviceRuntime& device_runtime(c10::DeviceType type) { return *backend(type).runtime; }
 // Null when `type` is not served by torchplug.
-inline runtime::Platform* find_platform(c10::DeviceType type) {
+inline driver::DeviceRuntime* find_device_runtime(c10::DeviceType type) {
   const BackendIdentity* found = find_backend(type);
-  return found == nullptr ? nullptr : found->platform;
+  return found == nullptr ? nullptr : found->runtime;
 }
 
 // Validates `index` (-1 means the current device) and returns a real index.
@@ -90,7 +98,7 @@ c10::DeviceIndex checked_device_index(c10::DeviceType type, c10::DeviceIndex ind
 // The stream work is issued to on `device` by the calling thread.
 c10::Stream current_stream(c10::Device device);
 void set_current_stream(c10::Stream stream);
-runtime::Stream& runtime_stream(c10::Stream stream);
+driver::Stream& runtime_stream(c10::Stream stream);
 
 // Host-executed kernels run "on" the current stream: wait for work queued
 // there (async copies, event waits) so stream order holds.

@@ -1,7 +1,7 @@
 #pragma once
 #include <c10/util/Exception.h>
 
-#include "runtime/errors.h"
+#include "driver/driver_library.h"
 
 namespace torchplug {
 
@@ -9,12 +9,11 @@ template <typename Body>
 decltype(auto) translate_runtime_errors(Body&& body) {
   try {
     return body();
-  } catch (const runtime::OutOfMemoryError& error) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, error.what(),
+  } catch (const driver::DriverError& error) {
+    TORCH_CHECK_WITH(OutOfMemoryError, error.code() != TPD_OUT_OF_MEMORY, error.what(),
                      " Free memory (del tensors, torch.accelerator.empty_cache()), use smaller "
                      "batches, or raise the simulated capacity with TORCHPLUG_DEVICE_MEMORY "
                      "(e.g. TORCHPLUG_DEVICE_MEMORY=16GiB).");
-  } catch (const runtime::RuntimeError& error) {
     TORCH_CHECK(false, error.what());
   }
 }

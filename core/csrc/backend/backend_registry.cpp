@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include "driver/memory_access.h"
+
 #include <array>
 #include <stdexcept>
 
@@ -51,20 +53,20 @@ const DeviceKind& device_kind(const std::string& key_name) {
   throw std::invalid_argument("Unsupported dispatch key '" + key_name + "': use 'privateuse1' or 'hpu'.");
 }
 
-constexpr size_t kMaxDevices = runtime::Platform::kMaxDevices;
+constexpr size_t kMaxDevices = driver::kMaxDevices;
 
 // Written once per device type, at registration; never freed (kernels may
 // run during exit).
 PerDeviceType<const BackendIdentity*> backends{};
 thread_local PerDeviceType<std::array<c10::StreamId, kMaxDevices>> current_stream_ids{};
-// Resolved runtime streams for current_stream_ids, so the per-kernel stream
-// check is a load and an atomic compare.
-thread_local PerDeviceType<std::array<runtime::Stream*, kMaxDevices>> current_streams{};
+// Resolved device streams for current_stream_ids, so the per-kernel stream
+// check is a load and one driver call.
+thread_local PerDeviceType<std::array<driver::Stream*, kMaxDevices>> current_streams{};
 
-const BackendIdentity* make_identity(const DeviceKind& kind, runtime::Platform& platform) {
+const BackendIdentity* make_identity(const DeviceKind& kind, driver::DeviceRuntime& runtime) {
   const c10::Device device(kind.type);
   const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, std::nullopt, device);
-  return new BackendIdentity{platform.name(),
+  return new BackendIdentity{runtime.name(),
                              &kind,
                              kind.type,
                              key,
@@ -73,23 +75,42 @@ const BackendIdentity* make_identity(const DeviceKind& kind, runtime::Platform& 
                              c10::computeDispatchKey(std::nullopt, c10::kSparseCsr, device),
                              at::autocast::get_autocast_dispatch_key_from_device_type(kind.type),
                              c10::DispatchKeySet(key),
-                             &platform};
+                             &runtime};
 }
 
 }  // namespace
 
-const BackendIdentity& register_backend(const std::string& key_name, const std::string& platform_name) {
+driver::DeviceRuntime& open_backend_driver(const std::string& name, const std::string& path,
+                                           const std::string& options) {
+  driver::DeviceRuntime& runtime = translate_runtime_errors(
+      [&]() -> driver::DeviceRuntime& { return driver::DeviceRuntime::open(name, path, options); });
+  driver::strict_memory_runtime_opened(runtime);
+  // Every path of the core reads and writes device memory from the host (host
+  // aliases, CPU loops over device memory, compiled C++ kernels over device
+  // pointers); the copying paths a discrete device needs are not built yet.
+  const bool host_addressable =
+      translate_runtime_errors([&] { return runtime.has_capability(TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY); });
+  TORCH_CHECK(host_addressable, "The driver ", runtime.library().name(), " (", runtime.library().path(),
+              ") does not declare TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY for the '", name,
+              "' devices, and this torchplug serves only drivers whose device memory the host can address (its "
+              "fallback, kernels and compiled kernels read device memory directly). Use a driver with "
+              "host-addressable memory, or a torchplug with the copying paths for discrete devices.");
+  return runtime;
+}
+
+const BackendIdentity& register_backend(const std::string& key_name, const std::string& name) {
   const DeviceKind& kind = device_kind(key_name);
-  runtime::Platform& platform = runtime::Platform::get(platform_name);
+  driver::DeviceRuntime* opened = driver::DeviceRuntime::find(name);
+  driver::DeviceRuntime& runtime = opened != nullptr ? *opened : open_backend_driver(name, "");
   const BackendIdentity*& slot = backends[static_cast<size_t>(kind.type)];
-  if (slot != nullptr && slot->platform != &platform) {
+  if (slot != nullptr && slot->runtime != &runtime) {
     throw std::runtime_error("Device type " + key_name + " is already served by '" + slot->name + "'.");
   }
   if (!kind.register_hooks()) {
     throw std::runtime_error(kind.hooks_taken);
   }
   if (slot == nullptr) {
-    slot = make_identity(kind, platform);
+    slot = make_identity(kind, runtime);
   }
   const BackendIdentity& identity = *slot;
   device_allocator(identity.type);
@@ -143,17 +164,23 @@ const BackendIdentity& backend(const std::string& name) {
   return *found;
 }
 
-runtime::Platform& platform_named(const std::string& name) {
+driver::DeviceRuntime& device_runtime_named(const std::string& name) {
   const BackendIdentity* found = find_backend_named(name);
-  return found != nullptr ? *found->platform : runtime::Platform::get(name);
+  if (found != nullptr) {
+    return *found->runtime;
+  }
+  driver::DeviceRuntime* opened = driver::DeviceRuntime::find(name);
+  return opened != nullptr ? *opened : open_backend_driver(name, "");
 }
 
 c10::DeviceIndex checked_device_index(c10::DeviceType type, c10::DeviceIndex index) {
-  runtime::Platform& platform = platform_for(type);
+  driver::DeviceRuntime& runtime = device_runtime(type);
   if (index < 0) {
-    return static_cast<c10::DeviceIndex>(platform.current_device());
+    return static_cast<c10::DeviceIndex>(runtime.current_device());
   }
-  translate_runtime_errors([&] { platform.check_device(index); });
+  if (index >= runtime.device_count()) {
+    translate_runtime_errors([&] { runtime.check_device(index); });
+  }
   return index;
 }
 
@@ -167,41 +194,47 @@ void set_current_stream(c10::Stream stream) {
   const c10::DeviceIndex index = checked_device_index(stream.device_type(), stream.device_index());
   const auto type_slot = static_cast<size_t>(stream.device_type());
   if (current_stream_ids[type_slot][index] == stream.id() && current_streams[type_slot][index] != nullptr &&
-      !backends[type_slot]->platform->in_bad_fork()) {
+      !backends[type_slot]->runtime->in_bad_fork()) {
     return;  // autograd sets the current stream around every backward node
   }
-  runtime::Stream& resolved =
+  driver::Stream& resolved =
       runtime_stream(c10::Stream(c10::Stream::UNSAFE, c10::Device(stream.device_type(), index), stream.id()));
   current_stream_ids[type_slot][index] = stream.id();
   current_streams[type_slot][index] = &resolved;
 }
 
-runtime::Stream& runtime_stream(c10::Stream stream) {
-  return translate_runtime_errors([&]() -> runtime::Stream& {
-    return platform_for(stream.device_type()).stream(stream.device_index(), stream.id());
+driver::Stream& runtime_stream(c10::Stream stream) {
+  return translate_runtime_errors([&]() -> driver::Stream& {
+    return device_runtime(stream.device_type()).stream(stream.device_index(), stream.id());
   });
 }
 
 void wait_for_current_stream(c10::Device device) {
   const auto type_slot = static_cast<size_t>(device.type());
-  runtime::Stream*& stream = current_streams[type_slot][device.index()];
-  runtime::Platform& platform = *backends[type_slot]->platform;
-  if (stream == nullptr || platform.in_bad_fork()) {
-    translate_runtime_errors([&] { platform.check_usable(); });
-    stream = &platform.default_stream(device.index());
+  driver::Stream*& stream = current_streams[type_slot][device.index()];
+  driver::DeviceRuntime& runtime = *backends[type_slot]->runtime;
+  if (stream == nullptr || runtime.in_bad_fork()) {
+    stream = translate_runtime_errors([&] {
+      runtime.check_usable();
+      return &runtime.default_stream(device.index());
+    });
   }
-  if (!stream->query()) {
-    translate_runtime_errors([&] { stream->synchronize(); });
-  }
+  translate_runtime_errors([&] {
+    if (!stream->query()) {
+      stream->synchronize();
+    }
+  });
 }
 
 void raise_pending_kernel_errors(c10::Device device) {
-  runtime::Platform& platform = *backends[static_cast<size_t>(device.type())]->platform;
-  for (runtime::Stream* stream : platform.streams(device.index())) {
-    if (stream->has_error()) {
-      translate_runtime_errors([&] { stream->synchronize(); });
+  driver::DeviceRuntime& runtime = *backends[static_cast<size_t>(device.type())]->runtime;
+  translate_runtime_errors([&] {
+    for (driver::Stream* stream : runtime.streams(device.index())) {
+      if (stream->has_error()) {
+        stream->synchronize();
+      }
     }
-  }
+  });
 }
 
 }  // namespace torchplug

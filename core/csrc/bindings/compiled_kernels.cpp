@@ -15,7 +15,7 @@
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
-#include "runtime/memory_guard.h"
+#include "driver/memory_access.h"
 
 namespace torchplug {
 namespace {
@@ -75,7 +75,7 @@ PyObject* launch_compiled(PyObject* /*module*/, PyObject* const* args, Py_ssize_
   PyObject* const* kernel_args = args + 4;
   const Py_ssize_t kernel_nargs = nargs - 4;
   const std::vector<const void*> memory =
-      runtime::strict_mode() ? touched_storages(kernel_args, kernel_nargs) : std::vector<const void*>{};
+      driver::strict_memory() ? touched_storages(kernel_args, kernel_nargs) : std::vector<const void*>{};
   KernelLaunch launch(name, device, memory);
   return PyObject_Vectorcall(args[1], kernel_args, static_cast<size_t>(kernel_nargs), nullptr);
   END_HANDLE_TH_ERRORS

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "launch/kernel_launch.h"
-#include "runtime/memory_guard.h"
+#include "driver/memory_access.h"
 #include "torchplug/kernel_api.h"
 
 namespace torchplug {
@@ -28,16 +28,16 @@ int reporting_failures(char* error, size_t error_size, Body&& body) noexcept {
 
 int open_access(const void* const* pointers, size_t count, void** scope, char* error, size_t error_size) {
   *scope = nullptr;
-  if (!runtime::strict_mode()) {
+  if (!driver::strict_memory()) {
     return 0;
   }
   return reporting_failures(error, error_size, [&] {
-    *scope = new runtime::KernelAccess(std::vector<const void*>(pointers, pointers + count));
+    *scope = new driver::MemoryAccess(std::vector<const void*>(pointers, pointers + count));
   });
 }
 
 void close_access(void* scope) noexcept {
-  delete static_cast<runtime::KernelAccess*>(scope);
+  delete static_cast<driver::MemoryAccess*>(scope);
 }
 
 int open_launch(const char* name, int device_type, int device_index, const void* const* pointers, size_t count,
@@ -46,7 +46,7 @@ int open_launch(const char* name, int device_type, int device_index, const void*
   return reporting_failures(error, error_size, [&] {
     const c10::Device device(static_cast<c10::DeviceType>(device_type), static_cast<c10::DeviceIndex>(device_index));
     std::vector<const void*> memory;
-    if (runtime::strict_mode()) {
+    if (driver::strict_memory()) {
       memory.assign(pointers, pointers + count);
     }
     *scope = new KernelLaunch(name, device, memory);

@@ -1,12 +1,14 @@
-// The one pybind11 module: a thin, int-and-string API over the runtime and
-// the torch integration, consumed by the Python package `torchplug`.
+// The one pybind11 module: a thin, int-and-string API over the device
+// runtimes (the drivers) and the torch integration, consumed by the Python
+// package `torchplug`.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
-#include <thread>
+#include <string>
+#include <utility>
 
 #include <ATen/core/Generator.h>
 #include <ATen/ops/empty.h>
@@ -23,9 +25,9 @@
 #include "launch/sync_debug.h"
 #include "bindings/compiled_kernels.h"
 #include "bindings/kernel_api.h"
-#include "runtime/errors.h"
-#include "runtime/memory_guard.h"
-#include "runtime/platform.h"
+#include "driver/driver_library.h"
+#include "driver/memory_access.h"
+#include "driver/device_runtime.h"
 
 namespace py = pybind11;
 
@@ -96,6 +98,51 @@ decltype(auto) with_torch_errors(Fn&& fn) {
   return translate_runtime_errors(std::forward<Fn>(fn));
 }
 
+// The device runtime `name` addresses (see device_runtime_named), opening the
+// simulator's for a name not opened yet.
+driver::DeviceRuntime& runtime_named(const std::string& name) {
+  return with_torch_errors([&]() -> driver::DeviceRuntime& { return device_runtime_named(name); });
+}
+
+// What `torchplug doctor` shows of a backend's driver.
+py::dict driver_info(const std::string& name) {
+  driver::DeviceRuntime& runtime = runtime_named(name);
+  const driver::DriverLibrary& library = runtime.library();
+  py::dict result;
+  result["library"] = library.path();
+  result["name"] = library.name();
+  result["version"] = library.version();
+  result["interface"] = std::to_string(library.api().api_version.major) + "." +
+                        std::to_string(library.api().api_version.minor);
+  result["core_interface"] = std::to_string(TPD_API_MAJOR) + "." + std::to_string(TPD_API_MINOR);
+  const uint64_t capabilities = with_torch_errors([&] { return runtime.capabilities(); });
+  py::list names;
+  const std::pair<uint64_t, const char*> known[] = {
+      {TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY, "host_addressable_memory"},
+      {TPD_CAPABILITY_PEER_COPY, "peer_copy"},
+      {TPD_CAPABILITY_TIMING_EVENTS, "timing_events"},
+      {TPD_CAPABILITY_STREAM_PRIORITIES, "stream_priorities"},
+  };
+  for (const auto& [bit, label] : known) {
+    if ((capabilities & bit) != 0) {
+      names.append(label);
+    }
+  }
+  result["capabilities"] = names;
+  py::list extensions;
+  if (library.ipc() != nullptr) {
+    extensions.append("ipc");
+  }
+  if (library.profiler() != nullptr) {
+    extensions.append("profiler");
+  }
+  if (library.simulator() != nullptr) {
+    extensions.append("simulator");
+  }
+  result["extensions"] = extensions;
+  return result;
+}
+
 }  // namespace
 }  // namespace torchplug
 
@@ -122,28 +169,41 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "register_backend",
-      [](const std::string& device_type, const std::string& platform) { register_backend(device_type, platform); },
-      py::arg("device_type"), py::arg("platform"));
+      [](const std::string& device_type, const std::string& name) { register_backend(device_type, name); },
+      py::arg("device_type"), py::arg("name"));
+  m.def(
+      "open_driver",
+      [](const std::string& name, const std::string& path, const std::string& options) {
+        open_backend_driver(name, path, options);
+      },
+      py::arg("name"), py::arg("path"), py::arg("options") = "");
+  m.def("driver_info", &driver_info);
+  m.def("opened_drivers", &driver::DeviceRuntime::opened_names);
+  m.def("default_driver_path", &driver::default_driver_path);
+  m.attr("DRIVER_API_VERSION") = py::make_tuple(TPD_API_MAJOR, TPD_API_MINOR);
 
-  // Runtime (layer 1) controls.
-  m.def("configure", [](const std::string& platform, int device_count, size_t capacity) {
-    with_torch_errors([&] { platform_named(platform).configure(device_count, capacity); });
+  // Device runtime controls (a backend's driver; some the simulator's only).
+  m.def("configure", [](const std::string& name, int device_count, size_t capacity) {
+    driver::DeviceRuntime& runtime = runtime_named(name);
+    if (runtime.is_simulator()) {  // another driver's devices are what they are
+      with_torch_errors([&] { runtime.configure(device_count, capacity); });
+    }
   });
-  m.def("device_count", [](const std::string& platform) { return platform_named(platform).device_count(); });
-  m.def("capacity", [](const std::string& platform, int device) {
-    return with_torch_errors([&] { return platform_named(platform).capacity(device); });
+  m.def("device_count", [](const std::string& name) { return runtime_named(name).device_count(); });
+  m.def("capacity", [](const std::string& name, int device) {
+    return with_torch_errors([&] { return runtime_named(name).capacity(device); });
   });
-  m.def("is_initialized", [](const std::string& platform) { return platform_named(platform).initialized(); });
-  m.def("in_bad_fork", [](const std::string& platform) { return platform_named(platform).in_bad_fork(); });
-  m.def("current_device", [](const std::string& platform) { return platform_named(platform).current_device(); });
-  m.def("set_device", [](const std::string& platform, int device) {
-    with_torch_errors([&] { platform_named(platform).set_current_device(device); });
+  m.def("is_initialized", [](const std::string& name) { return runtime_named(name).initialized(); });
+  m.def("in_bad_fork", [](const std::string& name) { return runtime_named(name).in_bad_fork(); });
+  m.def("current_device", [](const std::string& name) { return runtime_named(name).current_device(); });
+  m.def("set_device", [](const std::string& name, int device) {
+    with_torch_errors([&] { runtime_named(name).set_current_device(device); });
   });
   m.def("synchronize", [](const std::string& device_type, int device) {
     const c10::DeviceType type = device_type_of(device_type);
     {
       py::gil_scoped_release no_gil;
-      with_torch_errors([&] { platform_for(type).synchronize(device); });
+      with_torch_errors([&] { device_runtime(type).synchronize(device); });
     }
     trace_stream_order({TraceKind::kDeviceSynchronize, c10::Device(type, static_cast<c10::DeviceIndex>(device))});
   });
@@ -159,8 +219,8 @@ PYBIND11_MODULE(_C, m) {
     }
     return result;
   });
-  m.def("runtime_stats", [](const std::string& platform, int device) {
-    const auto stats = with_torch_errors([&] { return platform_named(platform).stats(device); });
+  m.def("runtime_stats", [](const std::string& name, int device) {
+    const auto stats = with_torch_errors([&] { return runtime_named(name).stats(device); });
     py::dict result;
     result["used_bytes"] = stats.used_bytes;
     result["peak_used_bytes"] = stats.peak_used_bytes;
@@ -169,19 +229,18 @@ PYBIND11_MODULE(_C, m) {
     result["failed_allocations"] = stats.failed_allocations;
     return result;
   });
-  m.def("inject_allocation_failures", [](const std::string& platform, int device, int count) {
-    with_torch_errors([&] { platform_named(platform).inject_allocation_failures(device, count); });
+  m.def("inject_allocation_failures", [](const std::string& name, int device, int count) {
+    with_torch_errors([&] { runtime_named(name).inject_allocation_failures(device, count); });
   });
-  m.def("inject_kernel_failures", [](const std::string& platform, int device, int count) {
-    with_torch_errors([&] { platform_named(platform).inject_kernel_failures(device, count); });
+  m.def("inject_kernel_failures", [](const std::string& name, int device, int count) {
+    with_torch_errors([&] { runtime_named(name).inject_kernel_failures(device, count); });
   });
   m.def("launch_blocking", &launch_blocking);
-  m.def("strict_mode", &runtime::strict_mode);
-  m.def("set_strict_mode", &runtime::set_strict_mode);
-  m.def("sleep_on_stream", [](const std::string& platform, int device, int64_t stream_id, double milliseconds) {
-    runtime::Stream& stream =
-        with_torch_errors([&]() -> runtime::Stream& { return platform_named(platform).stream(device, stream_id); });
-    stream.enqueue([milliseconds] { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(milliseconds)); });
+  m.def("strict_mode", &driver::strict_memory);
+  m.def("set_strict_mode", [](bool enabled) { with_torch_errors([&] { driver::set_strict_memory(enabled); }); });
+  m.def("sleep_on_stream", [](const std::string& name, int device, int64_t stream_id, double milliseconds) {
+    driver::DeviceRuntime& runtime = runtime_named(name);
+    with_torch_errors([&] { runtime.sleep(runtime.stream(device, stream_id), milliseconds); });
   });
 
   // Torch integration (layer 2) queries.

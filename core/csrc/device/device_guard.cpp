@@ -5,7 +5,7 @@
 #include "backend/backend.h"
 #include "memory/device_allocator.h"
 #include "launch/stream_trace.h"
-#include "runtime/event.h"
+#include "driver/event.h"
 
 namespace torchplug {
 namespace {
@@ -25,17 +25,18 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Device getDevice() const override {
-    return c10::Device(type_, static_cast<c10::DeviceIndex>(platform().current_device()));
+    return c10::Device(type_, static_cast<c10::DeviceIndex>(runtime().current_device()));
   }
 
   void setDevice(c10::Device device) const override {
     TORCH_CHECK(device.type() == type_, "Expected a ", c10::DeviceTypeName(type_, true), " device, got ", device);
-    translate_runtime_errors([&] { platform().set_current_device(checked_device_index(type_, device.index())); });
+    const c10::DeviceIndex index = checked_device_index(type_, device.index());
+    translate_runtime_errors([&] { runtime().set_current_device(index); });
   }
 
   void uncheckedSetDevice(c10::Device device) const noexcept override {
     try {
-      platform().set_current_device(device.index());
+      runtime().set_current_device(device.index());
     } catch (...) {
       // Restoring a device that was valid when saved; nothing sensible to report from noexcept.
     }
@@ -50,8 +51,8 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getNewStream(c10::Device device, int priority) const override {
     // torch.Stream(device=...) passes index -1 for "the current device".
     const c10::DeviceIndex index = checked_device_index(type_, device.index());
-    runtime::Stream& stream =
-        translate_runtime_errors([&]() -> runtime::Stream& { return platform().pool_stream(index, priority); });
+    driver::Stream& stream =
+        translate_runtime_errors([&]() -> driver::Stream& { return runtime().pool_stream(index, priority); });
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(type_, index), stream.id());
   }
 
@@ -66,8 +67,8 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
-    runtime::Platform* platform = find_platform(type_);
-    return platform == nullptr ? 0 : static_cast<c10::DeviceIndex>(platform->device_count());
+    driver::DeviceRuntime* runtime = find_device_runtime(type_);
+    return runtime == nullptr ? 0 : static_cast<c10::DeviceIndex>(runtime->device_count());
   }
 
   // Kernels run on the host, so every dtype the CPU handles is supported.
@@ -76,7 +77,9 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
     return c10::DeviceCapability();
   }
 
-  bool queryStream(const c10::Stream& stream) const override { return runtime_stream(stream).query(); }
+  bool queryStream(const c10::Stream& stream) const override {
+    return translate_runtime_errors([&] { return runtime_stream(stream).query(); });
+  }
 
   void synchronizeStream(const c10::Stream& stream) const override {
     translate_runtime_errors([&] { runtime_stream(stream).synchronize(); });
@@ -85,7 +88,7 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     const c10::DeviceIndex index = checked_device_index(type_, device_index);
-    translate_runtime_errors([&] { platform().synchronize(index); });
+    translate_runtime_errors([&] { runtime().synchronize(index); });
     trace_stream_order({TraceKind::kDeviceSynchronize, c10::Device(type_, index)});
   }
 
@@ -96,26 +99,29 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
                 " does not match the recording stream's device index ",
                 static_cast<int>(stream.device_index()), ".");
     if (*event == nullptr) {
-      *event = new runtime::Event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
+      *event = new driver::Event(/*enable_timing=*/flag == c10::EventFlag::BACKEND_DEFAULT);
     }
-    static_cast<runtime::Event*>(*event)->record(runtime_stream(stream));
+    auto* marker = static_cast<driver::Event*>(*event);
+    const driver::Stream& on = runtime_stream(stream);
+    translate_runtime_errors([&] { marker->record(runtime(), on); });
     trace_stream_order({TraceKind::kEventRecord, stream.device(), stream.id(), reinterpret_cast<uintptr_t>(*event)});
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     if (event != nullptr) {
-      static_cast<runtime::Event*>(event)->block(runtime_stream(stream));
+      const driver::Stream& on = runtime_stream(stream);
+      translate_runtime_errors([&] { static_cast<driver::Event*>(event)->block(on); });
       trace_stream_order({TraceKind::kEventWait, stream.device(), stream.id(), reinterpret_cast<uintptr_t>(event)});
     }
   }
 
   bool queryEvent(void* event) const override {
-    return event == nullptr || static_cast<runtime::Event*>(event)->query();
+    return event == nullptr || translate_runtime_errors([&] { return static_cast<driver::Event*>(event)->query(); });
   }
 
   void synchronizeEvent(void* event) const override {
     if (event != nullptr) {
-      static_cast<runtime::Event*>(event)->synchronize();
+      translate_runtime_errors([&] { static_cast<driver::Event*>(event)->synchronize(); });
       trace_stream_order({TraceKind::kEventSynchronize, c10::Device(type_), 0, reinterpret_cast<uintptr_t>(event)});
     }
   }
@@ -125,14 +131,14 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
       trace_stream_order({TraceKind::kEventDestroy, c10::Device(type_), 0, reinterpret_cast<uintptr_t>(event)});
     } catch (...) {  // NOLINT(bugprone-empty-catch): a lost trace entry must not end the process
     }
-    delete static_cast<runtime::Event*>(event);
+    delete static_cast<driver::Event*>(event);
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {
     TORCH_CHECK(start != nullptr && end != nullptr,
                 "Both events must be recorded before calling elapsed_time().");
     return translate_runtime_errors([&] {
-      return static_cast<runtime::Event*>(start)->elapsed_ms(*static_cast<runtime::Event*>(end));
+      return static_cast<driver::Event*>(start)->elapsed_ms(*static_cast<driver::Event*>(end));
     });
   }
 
@@ -141,7 +147,7 @@ class SimulatedDeviceGuard final : public c10::impl::DeviceGuardImplInterface {
   }
 
  private:
-  runtime::Platform& platform() const { return platform_for(type_); }
+  driver::DeviceRuntime& runtime() const { return device_runtime(type_); }
 
   const c10::DeviceType type_;
 };

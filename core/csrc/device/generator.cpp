@@ -47,7 +47,7 @@ class DeviceGenerator final : public c10::GeneratorImpl {
 };
 
 std::mutex defaults_mutex;
-PerDeviceType<std::array<std::unique_ptr<at::Generator>, runtime::Platform::kMaxDevices>> defaults;
+PerDeviceType<std::array<std::unique_ptr<at::Generator>, driver::kMaxDevices>> defaults;
 
 }  // namespace
 

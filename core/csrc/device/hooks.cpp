@@ -17,7 +17,7 @@ namespace {
 template <class Interface, c10::DeviceType kType>
 struct SimulatedHooks : public Interface {
   bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return find_platform(kType) != nullptr; }
+  bool isAvailable() const override { return find_device_runtime(kType) != nullptr; }
   void init() const override {}
 
   const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
@@ -28,7 +28,7 @@ struct SimulatedHooks : public Interface {
   }
 
   at::Device getDeviceFromPtr(void* data) const override {
-    const int index = platform_for(kType).device_of(data);
+    const int index = device_runtime(kType).device_of(data);
     TORCH_CHECK(index >= 0, "Pointer ", data, " is not ", c10::DeviceTypeName(kType, true), " device memory.");
     return c10::Device(kType, static_cast<c10::DeviceIndex>(index));
   }
@@ -36,19 +36,19 @@ struct SimulatedHooks : public Interface {
   bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
   at::Allocator* getPinnedMemoryAllocator() const override { return &register_host_allocator(kType); }
   bool hasPrimaryContext(c10::DeviceIndex device_index) const override {
-    runtime::Platform* platform = find_platform(kType);
-    return platform != nullptr && platform->initialized() && device_index < platform->device_count();
+    driver::DeviceRuntime* runtime = find_device_runtime(kType);
+    return runtime != nullptr && runtime->initialized() && device_index < runtime->device_count();
   }
 
   c10::DeviceIndex deviceCount() const override {
-    runtime::Platform* platform = find_platform(kType);
-    return platform == nullptr ? 0 : static_cast<c10::DeviceIndex>(platform->device_count());
+    driver::DeviceRuntime* runtime = find_device_runtime(kType);
+    return runtime == nullptr ? 0 : static_cast<c10::DeviceIndex>(runtime->device_count());
   }
   void setCurrentDevice(c10::DeviceIndex device) const override {
-    translate_runtime_errors([&] { platform_for(kType).set_current_device(device); });
+    translate_runtime_errors([&] { device_runtime(kType).set_current_device(device); });
   }
   c10::DeviceIndex getCurrentDevice() const override {
-    return static_cast<c10::DeviceIndex>(platform_for(kType).current_device());
+    return static_cast<c10::DeviceIndex>(device_runtime(kType).current_device());
   }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
     const c10::DeviceIndex previous = getCurrentDevice();

@@ -2,10 +2,11 @@
 
 #include <ATen/ops/div.h>
 #include <c10/core/CPUAllocator.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
+#include <string>
 
 #include "distributed/device_work.h"
 #include "backend/device_types.h"
+#include "torchplug/kernel_scope.h"
 
 namespace torchplug::distributed {
 namespace {
@@ -29,13 +30,15 @@ at::Tensor alias_on_host(const at::Tensor& tensor) {
 }
 
 // Collectives run on the host as soon as they are issued: like a kernel, they
-// must first see the work already queued on the device's current stream.
-void wait_for_current_stream(c10::Device device) {
-  const c10::impl::VirtualGuardImpl guard(device.type());
-  const c10::Stream stream = guard.getStream(device);
-  if (!guard.queryStream(stream)) {
-    guard.synchronizeStream(stream);
-  }
+// enter the device through the core's kernel launch (the kernel SDK's
+// KernelScope): the device current, the work already queued on its current
+// stream first, strict memory's access to the tensors, a profiler activity,
+// an injected kernel failure. The transport then reads and writes host
+// aliases of the device memory, which the core allows only for drivers with
+// host-addressable memory (it refuses others at registration).
+void enter_device(const char* collective, c10::Device device, torchplug::TensorList tensors = {}) {
+  const std::string name = std::string("c10d::") + collective;
+  const torchplug::KernelScope scope(name.c_str(), device, tensors);
 }
 
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
@@ -112,7 +115,7 @@ void DeviceCollectives::check_device(const char* collective, const at::Tensor& t
 
 at::Tensor DeviceCollectives::host_view(const char* collective, const at::Tensor& tensor) {
   check_device(collective, tensor);
-  wait_for_current_stream(tensor.device());
+  enter_device(collective, tensor.device(), {tensor});
   return alias_on_host(tensor);
 }
 
@@ -317,7 +320,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::barrier(const c10d::BarrierOpt
   transport_opts.device = std::nullopt;
   transport_opts.device_ids.clear();
   if (opts.device.has_value() && opts.device->type() != c10::kCPU) {
-    wait_for_current_stream(*opts.device);
+    enter_device("barrier", *opts.device);
   }
   return c10::make_intrusive<DeviceWork>(transport_->barrier(transport_opts), std::vector<at::Tensor>{},
                                          c10d::OpType::BARRIER, getRank());

@@ -6,6 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "distributed/device_collectives.h"
+#include "torchplug/kernel_scope.h"
 
 namespace py = pybind11;
 
@@ -49,6 +50,10 @@ PYBIND11_MODULE(_distributed, m) {
   m.doc() = "torchplug collective backend for simulated devices (c10d over Gloo, zero-copy).";
   m.attr("BACKEND_NAME") = torchplug::distributed::kBackendName;
 
+  // Collectives enter the device through the core's kernel launch (kernel_scope.h).
+  if (!torchplug::load_kernel_api()) {
+    throw py::error_already_set();
+  }
   // Derives from torch's own binding of c10d::Backend (registered when
   // torch.distributed is imported), so process groups accept it like any backend.
   py::module_::import("torch.distributed");

@@ -17,7 +17,7 @@
 #include "memory/host_alias.h"
 #include "memory/host_allocator.h"
 #include "launch/kernel_launch.h"
-#include "runtime/memory_guard.h"
+#include "driver/memory_access.h"
 
 namespace torchplug {
 namespace {
@@ -55,18 +55,37 @@ bool try_async_copy(const at::Tensor& src, const at::Tensor& dst) {
   if (!is_pinned_host_pointer(host.data_ptr())) {
     return false;
   }
-  runtime::Stream& stream = runtime_stream(current_stream(device.device()));
-  // The task holds both storages so neither is freed while the copy is queued.
+  driver::DeviceRuntime& runtime = device_runtime(device.device().type());
+  const driver::Stream& stream = runtime_stream(current_stream(device.device()));
   const bool traced = device_tracing();
-  stream.enqueue([src_storage = src.storage(), dst_storage = dst.storage(), src_ptr = src.const_data_ptr(),
-                  dst_ptr = dst.mutable_data_ptr(), bytes = src.nbytes(), traced, name = copy_name(src, dst),
-                  on = device.device(), stream_id = stream.id(), correlation = current_correlation_id()] {
-    runtime::KernelAccess access{dst_ptr, src_ptr};
-    const int64_t start = traced ? activity_clock_ns() : 0;
-    std::memcpy(dst_ptr, src_ptr, bytes);
+  const void* src_ptr = src.const_data_ptr();
+  void* dst_ptr = dst.mutable_data_ptr();
+  const size_t bytes = src.nbytes();
+  // The driver copies memory it allocated; memory the allocator adopted from
+  // the host (a fallback kernel's result) is copied by a host function, which
+  // host-addressable memory allows (open_backend_driver refuses other drivers).
+  const bool driver_memory = runtime.device_of(device.const_data_ptr()) >= 0;
+  translate_runtime_errors([&] {
+    auto start = std::make_shared<int64_t>(0);
     if (traced) {
-      record_activity({name, ActivityKind::kMemcpy, on, stream_id, start, activity_clock_ns(), correlation});
+      stream.enqueue([start] { *start = activity_clock_ns(); });
     }
+    if (driver_memory) {
+      stream.copy_async(dst_ptr, src_ptr, bytes, to_device ? TPD_COPY_HOST_TO_DEVICE : TPD_COPY_DEVICE_TO_HOST);
+    } else {
+      stream.enqueue([src_ptr, dst_ptr, bytes] {
+        const driver::MemoryAccess access{dst_ptr, src_ptr};
+        std::memcpy(dst_ptr, src_ptr, bytes);
+      });
+    }
+    // Holds both storages so neither is freed while the copy is queued.
+    stream.enqueue([src_storage = src.storage(), dst_storage = dst.storage(), traced, start,
+                    name = copy_name(src, dst), on = device.device(), stream_id = stream.id(),
+                    correlation = current_correlation_id()] {
+      if (traced) {
+        record_activity({name, ActivityKind::kMemcpy, on, stream_id, *start, activity_clock_ns(), correlation});
+      }
+    });
   });
   return true;
 }
@@ -116,7 +135,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 }
 
 bool on_torchplug_device(const at::Tensor& tensor) {
-  return is_device(tensor) && find_platform(tensor.device().type()) != nullptr;
+  return is_device(tensor) && find_device_runtime(tensor.device().type()) != nullptr;
 }
 
 // ATen's conjugate and negative fallbacks resolve a tensor's bit by cloning

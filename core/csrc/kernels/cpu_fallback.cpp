@@ -11,7 +11,7 @@
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
 #include "memory/sparse_alias.h"
-#include "runtime/memory_guard.h"
+#include "driver/memory_access.h"
 
 namespace torchplug {
 namespace {
@@ -123,7 +123,7 @@ at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argume
     }
     return tensor;
   }
-  TORCH_CHECK(find_platform(tensor.device().type()) != nullptr, "Cannot run ", state.op.schema().name(),
+  TORCH_CHECK(find_device_runtime(tensor.device().type()) != nullptr, "Cannot run ", state.op.schema().name(),
               " on ", tensor.device(), ": no torchplug backend serves that device.");
   check_device_layout(state, tensor);
   if (is_sparse_layout(tensor)) {
@@ -174,7 +174,7 @@ c10::IValue convert_argument(CallState& state, const c10::Argument& argument, c1
   }
   if (value.isDevice() && !value.toDevice().is_cpu()) {
     const c10::Device device = value.toDevice();
-    if (find_platform(device.type()) != nullptr) {
+    if (find_device_runtime(device.type()) != nullptr) {
       const c10::Device indexed(device.type(), checked_device_index(device.type(), device.index()));
       if (!state.operands.found()) {
         state.operands.note(indexed);
@@ -311,7 +311,7 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
 
   {
     std::vector<const void*> accessed;
-    if (runtime::strict_mode()) {
+    if (driver::strict_memory()) {
       for (const Aliased& entry : state.aliased) {
         if (entry.strided()) {
           accessed.push_back(entry.original.storage().data());

@@ -39,7 +39,7 @@
 #include "kernels/cpu_fallback.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
-#include "runtime/memory_guard.h"
+#include "driver/memory_access.h"
 
 namespace torchplug {
 namespace {
@@ -54,7 +54,7 @@ struct HostCall {
     if (!tensor.defined() || tensor.device().is_cpu()) {
       return tensor;
     }
-    if (runtime::strict_mode()) {
+    if (driver::strict_memory()) {
       accessed.push_back(tensor.storage().data());
     }
     return aliases.alias(tensor);
@@ -120,7 +120,7 @@ struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
 // to self's dtype first, as the CPU's iterator casts them, when the result
 // keeps that dtype.
 std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::Tensor& other) {
-  if (self.device().is_cpu() || runtime::strict_mode() || self.layout() != c10::kStrided ||
+  if (self.device().is_cpu() || driver::strict_memory() || self.layout() != c10::kStrided ||
       other.layout() != c10::kStrided || !backend(self.device().type()).kind->iterator_sees_data) {
     return std::nullopt;
   }
@@ -262,7 +262,7 @@ at::Tensor& mul__Tensor(at::Tensor& self, const at::Tensor& other) {
 // Zeroing a dense tensor (zero_grad(set_to_none=False), torch.zeros) is one
 // memset of the device memory, as the CPU's small-tensor path does.
 at::Tensor& zero_(at::Tensor& self) {
-  const bool direct = !runtime::strict_mode() && self.layout() == c10::kStrided &&
+  const bool direct = !driver::strict_memory() && self.layout() == c10::kStrided &&
                       backend(self.device().type()).kind->iterator_sees_data && self.is_non_overlapping_and_dense();
   if (!direct) {
     return call_through_fallback<at::_ops::zero_>(device_key_set(self.device().type()), self);

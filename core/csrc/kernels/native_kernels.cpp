@@ -110,7 +110,7 @@
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
-#include "runtime/memory_guard.h"
+#include "driver/memory_access.h"
 
 namespace torchplug {
 namespace {
@@ -212,7 +212,7 @@ c10::Device checked_kernel_device(const Args&... args) {
 }
 
 bool runs_over_device_memory(c10::Device device) {
-  return !runtime::strict_mode() && backend(device.type()).kind->iterator_sees_data;
+  return !driver::strict_memory() && backend(device.type()).kind->iterator_sees_data;
 }
 
 // The native functions take concrete sizes where the schema has symbolic ones.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <stdexcept>
 #include <utility>
 
 #include <ATen/Parallel.h>
@@ -34,7 +35,7 @@ constexpr int64_t kQueuedWorkThreshold = 16384;
 // tensor Python knew, whose release needs the GIL, which a worker must never
 // wait for (the host may hold it while it waits for the worker): host
 // threads drop them.
-// Leaked on purpose, like the platforms: workers may retire kernels while the
+// Leaked on purpose, like the device runtimes: workers may retire kernels while the
 // process exits.
 std::mutex retired_mutex;
 auto* retired = new std::vector<std::shared_ptr<std::function<void()>>>();
@@ -89,17 +90,14 @@ class QueuedKernelScope {
   StreamWorkerMark on_worker_;
 };
 
-std::exception_ptr asynchronous_failure(const char* name, c10::Stream stream, const std::exception& error) {
+// What a queued kernel's failure reports at the next synchronizing call: the
+// driver takes it as the host function's message.
+std::string asynchronous_failure(const char* name, c10::Stream stream, const std::exception& error) {
   const c10::Error* torch_error = dynamic_cast<const c10::Error*>(&error);
   const std::string reason = torch_error != nullptr ? torch_error->what_without_backtrace() : error.what();
-  try {
-    TORCH_CHECK(false, "Kernel ", name, " failed on ", stream.device(), " (stream ", stream.id(), "): ", reason,
-                "\nKernels run asynchronously, so this error surfaced at a later synchronizing call, not where ",
-                name, " was launched. Set TORCHPLUG_LAUNCH_BLOCKING=1 to raise it at the launch.");
-  } catch (...) {
-    return std::current_exception();
-  }
-  return nullptr;
+  return c10::str("Kernel ", name, " failed on ", stream.device(), " (stream ", stream.id(), "): ", reason,
+                  "\nKernels run asynchronously, so this error surfaced at a later synchronizing call, not where ",
+                  name, " was launched. Set TORCHPLUG_LAUNCH_BLOCKING=1 to raise it at the launch.");
 }
 
 constexpr const char* kInjectedFailure = "injected kernel failure (torchplug.runtime.inject_kernel_failures)";
@@ -120,7 +118,7 @@ void run_queued_kernel(const char* name, c10::Stream stream, uint64_t correlatio
   use_intra_op_threads(threads);
   const QueuedKernelScope scope(stream);
   const DeviceActivity activity(name, stream.device(), ActivityKind::kKernel, stream.id(), correlation);
-  TORCH_CHECK(!platform_for(stream.device_type()).take_kernel_failure(stream.device_index()), kInjectedFailure);
+  TORCH_CHECK(!device_runtime(stream.device_type()).take_kernel_failure(stream.device_index()), kInjectedFailure);
   body();
 }
 
@@ -128,19 +126,20 @@ void run_queued_kernel(const char* name, c10::Stream stream, uint64_t correlatio
 
 bool launch_blocking() {
   static const bool requested = launch_blocking_requested();
-  return requested || runtime::strict_mode();
+  return requested || driver::strict_memory();
 }
 
 bool queues_kernel(c10::Device device, int64_t work) {
   if (on_stream_worker_thread() || launch_blocking()) {
     return false;
   }
-  return work >= kQueuedWorkThreshold || !runtime_stream(current_stream(device)).query();
+  return work >= kQueuedWorkThreshold ||
+         !translate_runtime_errors([&] { return runtime_stream(current_stream(device)).query(); });
 }
 
 void fail_if_injected(const char* name, c10::Device device) {
   if (!on_stream_worker_thread()) {  // a kernel a queued kernel launches is part of it
-    TORCH_CHECK(!platform_for(device.type()).take_kernel_failure(device.index()), "Kernel ", name, " failed on ",
+    TORCH_CHECK(!device_runtime(device.type()).take_kernel_failure(device.index()), "Kernel ", name, " failed on ",
                 device, ": ", kInjectedFailure);
   }
 }
@@ -150,7 +149,7 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   // statics (which the kernels use) are destroyed.
   static const bool waits_at_exit = std::atexit([] {
     try {
-      runtime::Platform::wait_for_all_streams();
+      driver::DeviceRuntime::wait_for_all_streams();
     } catch (...) {  // NOLINT(bugprone-empty-catch): an exception from an atexit handler terminates
     }
   }) == 0;
@@ -158,21 +157,22 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   drop_retired_kernels();
   const c10::Stream stream = current_stream(device);
   auto kernel = std::make_shared<std::function<void()>>(std::move(body));
-  runtime_stream(stream).enqueue([kernel = std::move(kernel), name, stream,
+  const driver::Stream& queue = runtime_stream(stream);
+  translate_runtime_errors([&] { queue.enqueue([kernel = std::move(kernel), name, stream,
                                   correlation = current_correlation_id(), threads = at::get_num_threads()]() mutable {
-    std::exception_ptr failure;
+    std::string failure;
     try {
       run_queued_kernel(name, stream, correlation, threads, *kernel);
     } catch (const std::exception& error) {
       failure = asynchronous_failure(name, stream, error);
     } catch (...) {
-      failure = std::current_exception();
+      failure = c10::str("Kernel ", name, " failed on ", stream.device(), " with an unknown exception.");
     }
     retire(std::move(kernel));
-    if (failure) {
-      std::rethrow_exception(failure);
+    if (!failure.empty()) {
+      throw std::runtime_error(failure);
     }
-  });
+  }); });
 }
 
 at::Tensor QueuedViews::view(const at::Tensor& tensor) {
@@ -223,7 +223,7 @@ KernelLaunch::KernelLaunch(const char* name, c10::Device device, const std::vect
 
 std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*> tensors) {
   std::vector<const void*> memory;
-  if (!runtime::strict_mode()) {
+  if (!driver::strict_memory()) {
     return memory;
   }
   for (const at::Tensor* tensor : tensors) {
@@ -294,7 +294,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
   const size_t kept = std::min(nbytes, impl->nbytes());
   if (kept > 0) {
     std::vector<const void*> memory;
-    if (runtime::strict_mode()) {
+    if (driver::strict_memory()) {
       memory = {fresh.get(), impl->data()};
     }
     const KernelLaunch launch("Memcpy DtoD", device, memory, {ActivityKind::kMemcpy});

@@ -27,7 +27,7 @@
 #include <c10/util/SmallVector.h>
 
 #include "profiler/device_activity.h"
-#include "runtime/memory_guard.h"
+#include "driver/memory_access.h"
 
 namespace torchplug {
 
@@ -57,7 +57,7 @@ class KernelLaunch {
 
   c10::DeviceGuard guard_;
   StreamOrder order_;
-  runtime::KernelAccess access_;
+  driver::MemoryAccess access_;
   DeviceActivity activity_;
 };
 

@@ -1,6 +1,8 @@
 #include "memory/device_allocator.h"
 
 #include <array>
+#include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -13,7 +15,8 @@
 #include "backend/backend.h"
 #include "launch/stream_trace.h"
 #include "launch/worker_thread.h"
-#include "runtime/event.h"
+#include "driver/event.h"
+#include "driver/memory_access.h"
 
 namespace torchplug {
 namespace {
@@ -56,7 +59,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     c10::DeviceIndex device;
     c10::StreamId stream;                       // stream it was allocated on
     std::unordered_set<c10::StreamId> used_on;  // other streams (record_stream)
-    std::vector<std::unique_ptr<runtime::Event>> pending;       // work on used_on at free time
+    std::vector<std::unique_ptr<driver::Event>> pending;       // work on used_on at free time
     bool adopted = false;
     c10::DataPtr adopted_data;                  // owner of adopted host memory
   };
@@ -76,17 +79,22 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
+  // Device memory is host-addressable (open_backend_driver refuses other drivers).
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    platform().memcpy(dest, src, count);
+    if (count == 0) {
+      return;  // an empty block's pointers may be null, which std::memcpy must not see
+    }
+    const driver::MemoryAccess access{dest, src};
+    std::memcpy(dest, src, count);
   }
 
-  bool initialized() override { return platform().initialized(); }
+  bool initialized() override { return runtime().initialized(); }
 
   void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
     // Cached memory goes back to the device only once no queued kernel can still touch it.
-    for (int device = 0; device < platform().device_count(); ++device) {
-      if (platform().initialized() && !on_stream_worker_thread()) {
-        platform().wait_idle(device);
+    for (int device = 0; device < runtime().device_count(); ++device) {
+      if (runtime().initialized() && !on_stream_worker_thread()) {
+        translate_runtime_errors([&] { runtime().wait_idle(device); });
       }
     }
     std::lock_guard<std::mutex> lock(mutex_);
@@ -146,14 +154,15 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
         stat.reset_peak();
       }
     }
-    platform().reset_peak(index);
+    translate_runtime_errors([&] { runtime().stats(index, /*reset_peak=*/true); });
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     const c10::DeviceIndex index = checked_device_index(type_, device);
-    const size_t total = platform().capacity(index);
-    const auto used = static_cast<size_t>(platform().stats(index).used_bytes);
-    return {total > used ? total - used : 0, total};
+    uint64_t free_bytes = 0;
+    uint64_t total_bytes = 0;
+    translate_runtime_errors([&] { runtime().memory_info(index, free_bytes, total_bytes); });
+    return {static_cast<size_t>(free_bytes), static_cast<size_t>(total_bytes)};
   }
 
   void set_memory_fraction(c10::DeviceIndex device, double fraction) {
@@ -171,7 +180,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       std::unique_lock<std::mutex> lock(mutex_);
       ensure_within_fraction(device.index(), nbytes, lock);
     }
-    translate_runtime_errors([&] { platform().adopt(device.index(), nbytes); });
+    translate_runtime_errors([&] { runtime().adopt(device.index(), nbytes); });
     // Made for the current stream's kernel, as take_block's are: frees are
     // traced against this stream, so the stream sanitizer checks the right one.
     const c10::StreamId stream = current_stream(device).id();
@@ -194,7 +203,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     double memory_fraction = 1.0;                           // of the capacity this process may reserve
   };
 
-  runtime::Platform& platform() const { return platform_for(type_); }
+  driver::DeviceRuntime& runtime() const { return device_runtime(type_); }
 
   DeviceState& state(c10::DeviceIndex device) {
     if (per_device_.size() <= static_cast<size_t>(device)) {
@@ -228,7 +237,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   Block* take_block(c10::DeviceIndex device, size_t nbytes) {
     const size_t size = rounded_size(nbytes);
-    translate_runtime_errors([&] { platform().check_usable(); });
+    translate_runtime_errors([&] { runtime().check_usable(); });
     const c10::StreamId stream = current_stream(c10::Device(type_, device)).id();
     std::unique_lock<std::mutex> lock(mutex_);
     DeviceState& dev = state(device);
@@ -263,7 +272,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (dev.memory_fraction >= 1.0) {
       return;
     }
-    const size_t capacity = platform().capacity(device);
+    const size_t capacity = translate_runtime_errors([&] { return runtime().capacity(device); });
     const auto limit = static_cast<size_t>(dev.memory_fraction * static_cast<double>(capacity));
     auto reserved = [&] {
       return static_cast<size_t>(dev.stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
@@ -292,11 +301,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   // cache would give back, with mutex_ released (they may allocate). Not on a
   // stream worker, which would wait for itself.
   void wait_for_queued_kernels(c10::DeviceIndex device, std::unique_lock<std::mutex>& lock) {
-    if (on_stream_worker_thread() || platform().idle(device)) {
+    if (on_stream_worker_thread() || translate_runtime_errors([&] { return runtime().idle(device); })) {
       return;
     }
     lock.unlock();
-    platform().wait_idle(device);
+    translate_runtime_errors([&] { runtime().wait_idle(device); });
     lock.lock();
   }
 
@@ -305,22 +314,27 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     ensure_within_fraction(device, size, lock);
     void* pointer = nullptr;
     try {
-      pointer = platform().malloc(device, size);
-    } catch (const runtime::OutOfMemoryError& error) {
-      if (error.injected) {
-        ++dev.stats.num_ooms;
-        translate_runtime_errors([&]() -> void { throw; });
-      }
-      // Give the cache back to the device and try once more, as CUDA's allocator does.
-      ++dev.stats.num_alloc_retries;
-      wait_for_queued_kernels(device, lock);
-      release_cached(device);
+      bool injected = false;
       try {
-        pointer = platform().malloc(device, size);
-      } catch (const runtime::OutOfMemoryError&) {
-        ++dev.stats.num_ooms;
-        translate_runtime_errors([&]() -> void { throw; });
+        pointer = runtime().malloc(device, size, &injected);
+      } catch (const driver::DriverError& error) {
+        if (error.code() != TPD_OUT_OF_MEMORY || injected) {
+          ++dev.stats.num_ooms;
+          throw;
+        }
+        // Give the cache back to the device and try once more, as CUDA's allocator does.
+        ++dev.stats.num_alloc_retries;
+        wait_for_queued_kernels(device, lock);
+        release_cached(device);
+        try {
+          pointer = runtime().malloc(device, size);
+        } catch (const driver::DriverError&) {
+          ++dev.stats.num_ooms;
+          throw;
+        }
       }
+    } catch (const driver::DriverError&) {
+      translate_runtime_errors([]() -> void { throw; });
     }
     count_segment(dev.stats, size, /*add=*/true);
     return new Block{this, pointer, size, size, device, 0, {}, {}, false, {}};
@@ -330,12 +344,12 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   void release_cached(c10::DeviceIndex device) {
     DeviceState& dev = state(device);
     reclaim_finished(dev);
-    if (!platform().idle(device)) {
+    if (!translate_runtime_errors([&] { return runtime().idle(device); })) {
       return;  // a queued kernel may still use cached memory (a freed tensor's); it stays cached
     }
     for (auto& [size, blocks] : dev.cached) {
       for (Block* block : blocks) {
-        platform().free(block->pointer);
+        translate_runtime_errors([&] { runtime().free(block->pointer); });
         count_segment(dev.stats, block->size, /*add=*/false);
         delete block;
       }
@@ -353,7 +367,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       Block* block = waiting[i];
       bool done = true;
       for (const auto& event : block->pending) {
-        done = done && event->query();
+        done = done && translate_runtime_errors([&] { return event->query(); });
       }
       if (done) {
         block->pending.clear();
@@ -369,7 +383,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   void delete_adopted(DeviceState& dev, Block* block) {
     count_segment(dev.stats, block->size, /*add=*/false);
-    platform().release_adopted(block->device, block->size);
+    translate_runtime_errors([&] { runtime().release_adopted(block->device, block->size); });
     delete block;  // frees the host memory through its own deleter
   }
 
@@ -381,12 +395,14 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     count_use(dev.stats, *block, /*add=*/false);
     if (block->adopted) {
       // Host memory that is freed outright: not while a queued kernel may read it.
-      for (runtime::Stream* stream : platform().streams(block->device)) {
-        if (!stream->query()) {
-          block->pending.push_back(std::make_unique<runtime::Event>());
-          block->pending.back()->record(*stream);
+      translate_runtime_errors([&] {
+        for (driver::Stream* stream : runtime().streams(block->device)) {
+          if (!stream->query()) {
+            block->pending.push_back(std::make_unique<driver::Event>());
+            block->pending.back()->record(runtime(), *stream);
+          }
         }
-      }
+      });
       if (block->pending.empty()) {
         delete_adopted(dev, block);
       } else {
@@ -395,13 +411,15 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       return;
     }
     // Memory used on other streams is reused only after their queued work ends.
-    for (c10::StreamId id : block->used_on) {
-      runtime::Stream& stream = platform().stream(block->device, id);
-      if (!stream.query()) {
-        block->pending.push_back(std::make_unique<runtime::Event>());
-        block->pending.back()->record(stream);
+    translate_runtime_errors([&] {
+      for (c10::StreamId id : block->used_on) {
+        driver::Stream& stream = runtime().stream(block->device, id);
+        if (!stream.query()) {
+          block->pending.push_back(std::make_unique<driver::Event>());
+          block->pending.back()->record(runtime(), stream);
+        }
       }
-    }
+    });
     block->used_on.clear();
     if (block->pending.empty()) {
       dev.cached[block->size].push_back(block);

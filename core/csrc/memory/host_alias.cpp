@@ -1,5 +1,7 @@
 #include "memory/host_alias.h"
 
+#include <cstring>
+
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -7,7 +9,7 @@
 
 #include "backend/backend.h"
 #include "memory/device_allocator.h"
-#include "runtime/memory_guard.h"
+#include "driver/memory_access.h"
 
 namespace torchplug {
 
@@ -76,7 +78,10 @@ namespace {
 c10::DataPtr copied_to_device(const c10::Storage& host_storage, c10::Device device) {
   c10::DeviceGuard guard(device);
   c10::DataPtr data = device_allocator(device.type()).allocate(host_storage.nbytes());
-  platform_for(device.type()).memcpy(data.get(), host_storage.data(), host_storage.nbytes());
+  if (host_storage.nbytes() > 0) {  // an empty storage's pointers may be null
+    const driver::MemoryAccess access{data.get()};
+    std::memcpy(data.get(), host_storage.data(), host_storage.nbytes());
+  }
   return data;
 }
 
@@ -86,7 +91,7 @@ c10::DataPtr copied_to_device(const c10::Storage& host_storage, c10::Device devi
 c10::DataPtr take_as_device_memory(const c10::Storage& host_storage, c10::Device device, bool sole_owner) {
   c10::StorageImpl* impl = host_storage.unsafeGetStorageImpl();
   const size_t nbytes = impl->nbytes();
-  if (runtime::strict_mode() || nbytes == 0 || !sole_owner || host_storage.use_count() > 1 ||
+  if (driver::strict_memory() || nbytes == 0 || !sole_owner || host_storage.use_count() > 1 ||
       !impl->data_ptr().get()) {
     return copied_to_device(host_storage, device);
   }

@@ -33,7 +33,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
     void* pointer = take_cached(nbytes);
     if (pointer == nullptr) {
       const auto started = std::chrono::steady_clock::now();
-      pointer = translate_runtime_errors([&] { return platform_for(type_).host_malloc(nbytes); });
+      pointer = translate_runtime_errors([&] { return device_runtime(type_).host_malloc(nbytes); });
       const int64_t microseconds = microseconds_since(started);
       std::lock_guard<std::mutex> lock(mutex_);
       sizes_[pointer] = nbytes;
@@ -67,7 +67,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
     for (auto& [size, blocks] : cached_) {
       for (void* pointer : blocks) {
         const auto started = std::chrono::steady_clock::now();
-        platform_for(type_).host_free(pointer);
+        device_runtime(type_).host_free(pointer);
         stats_.host_free_time.increase(microseconds_since(started));
         sizes_.erase(pointer);
         stats_.allocations.decrease(1);
@@ -167,8 +167,8 @@ at::HostAllocator& register_host_allocator(c10::DeviceType type) {
 
 bool is_pinned_host_pointer(const void* pointer) {
   for (int type = 0; type < static_cast<int>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES); ++type) {
-    runtime::Platform* platform = find_platform(static_cast<c10::DeviceType>(type));
-    if (platform != nullptr && platform->is_host_pinned(pointer)) {
+    driver::DeviceRuntime* runtime = find_device_runtime(static_cast<c10::DeviceType>(type));
+    if (runtime != nullptr && runtime->is_host_pinned(pointer)) {
       return true;
     }
   }

@@ -48,7 +48,7 @@ c10::DataPtr segment_data(SharedSegment* segment, c10::Device device) {
 }
 
 void check_shareable(c10::Device device) {
-  TORCH_CHECK(find_platform(device.type()) != nullptr, "Cannot share a tensor on ", device,
+  TORCH_CHECK(find_device_runtime(device.type()) != nullptr, "Cannot share a tensor on ", device,
               " between processes: no torchplug backend serves that device here. Install and enable its "
               "backend in this process too (see `torchplug doctor`).");
 }

@@ -28,7 +28,7 @@ bool is_dense_strided(const at::TensorBase& tensor) {
 bool bridged_pair(const at::TensorBase& self, const at::TensorBase& other) {
   const bool self_on_privateuse1 = self.device().type() == c10::DeviceType::PrivateUse1;
   const bool other_on_privateuse1 = other.device().type() == c10::DeviceType::PrivateUse1;
-  if (!(self_on_privateuse1 || other_on_privateuse1) || find_platform(c10::DeviceType::PrivateUse1) == nullptr) {
+  if (!(self_on_privateuse1 || other_on_privateuse1) || find_device_runtime(c10::DeviceType::PrivateUse1) == nullptr) {
     return false;
   }
   return is_dense_strided(self) && is_dense_strided(other);

@@ -10,7 +10,7 @@
 #include <torch/csrc/profiler/stubs/base.h>
 
 #include "backend/backend.h"
-#include "runtime/event.h"
+#include "driver/event.h"
 
 namespace torchplug {
 namespace {
@@ -20,27 +20,30 @@ constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 struct Stubs final : public torch::profiler::impl::ProfilerStubs {
   void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
               int64_t* cpu_ns) const override {
-    runtime::Platform& platform = platform_for(kType);
-    const auto index = static_cast<c10::DeviceIndex>(platform.current_device());
+    driver::DeviceRuntime& runtime = device_runtime(kType);
+    const auto index = static_cast<c10::DeviceIndex>(runtime.current_device());
     if (device != nullptr) {
       *device = index;
     }
-    auto marker = std::make_shared<runtime::Event>(/*enable_timing=*/true);
+    auto marker = std::make_shared<driver::Event>(/*enable_timing=*/true);
     if (cpu_ns != nullptr) {
       *cpu_ns = c10::getTime();
     }
-    marker->record(runtime_stream(current_stream(c10::Device(kType, index))));
+    const driver::Stream& stream = runtime_stream(current_stream(c10::Device(kType, index)));
+    translate_runtime_errors([&] { marker->record(runtime, stream); });
     *event = std::move(marker);
   }
 
   float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* start,
                 const torch::profiler::impl::ProfilerVoidEventStub* end) const override {
-    const auto& first = *std::static_pointer_cast<runtime::Event>(*start);
-    const auto& second = *std::static_pointer_cast<runtime::Event>(*end);
-    first.synchronize();
-    second.synchronize();
-    // The profiler reports microseconds.
-    return static_cast<float>(first.elapsed_ms(second) * 1000.0);
+    const auto& first = *std::static_pointer_cast<driver::Event>(*start);
+    const auto& second = *std::static_pointer_cast<driver::Event>(*end);
+    return translate_runtime_errors([&] {
+      first.synchronize();
+      second.synchronize();
+      // The profiler reports microseconds.
+      return static_cast<float>(first.elapsed_ms(second) * 1000.0);
+    });
   }
 
   // Simulated devices have no external range annotator to forward marks to.
@@ -51,17 +54,17 @@ struct Stubs final : public torch::profiler::impl::ProfilerStubs {
   bool enabled() const override { return true; }
 
   void onEachDevice(std::function<void(int)> op) const override {
-    const int count = platform_for(kType).device_count();
+    const int count = device_runtime(kType).device_count();
     for (int index = 0; index < count; ++index) {
       op(index);
     }
   }
 
   void synchronize() const override {
-    runtime::Platform& platform = platform_for(kType);
+    driver::DeviceRuntime& runtime = device_runtime(kType);
     translate_runtime_errors([&] {
-      for (int index = 0; index < platform.device_count(); ++index) {
-        platform.synchronize(index);
+      for (int index = 0; index < runtime.device_count(); ++index) {
+        runtime.synchronize(index);
       }
     });
   }

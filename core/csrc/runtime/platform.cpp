@@ -36,6 +36,7 @@ struct Platform::Device {
   DeviceMemoryStats stats;
   int failures_to_inject = 0;
   std::atomic<int> kernel_failures_to_inject{0};
+  std::atomic<int> launch_failures_to_inject{0};
   std::mutex streams_mutex;
   std::vector<std::unique_ptr<Stream>> streams;  // [0] is the default stream
   unsigned next_pool_stream = 0;
@@ -272,6 +273,28 @@ void Platform::inject_allocation_failures(int device_index, int count) {
 
 void Platform::inject_kernel_failures(int device_index, int count) {
   device(device_index).kernel_failures_to_inject.store(count);
+}
+
+namespace {
+
+bool take_one(std::atomic<int>& pending) {
+  int count = pending.load(std::memory_order_relaxed);
+  while (count > 0) {
+    if (pending.compare_exchange_weak(count, count - 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void Platform::inject_launch_failures(int device_index, int count) {
+  device(device_index).launch_failures_to_inject.store(count);
+}
+
+bool Platform::take_launch_failure(int device_index) {
+  return take_one(device(device_index).launch_failures_to_inject);
 }
 
 bool Platform::take_kernel_failure(int device_index) {

@@ -76,6 +76,10 @@ class Platform {
   void inject_kernel_failures(int device, int count);
   // True (once per injected failure) when the kernel starting now must fail.
   bool take_kernel_failure(int device);
+  // The same for kernels their caller runs and fails itself (a driver
+  // client's), counted apart from the host functions take_kernel_failure fails.
+  void inject_launch_failures(int device, int count);
+  bool take_launch_failure(int device);
 
   // Pinned host memory.
   void* host_malloc(size_t bytes);

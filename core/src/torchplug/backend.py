@@ -38,6 +38,12 @@ class Backend:
         priority: for PrivateUse1 backends, which one gets the key when several
             are installed and ``TORCHPLUG_PRIVATEUSE1`` does not say: the highest
             priority wins, ties go to name order.
+        driver: the device driver library (a path to a shared library that
+            implements ``torchplug/driver.h``), or ``None`` for torchplug's
+            simulator. A driver that cannot be loaded, speaks another major
+            interface version, fails to initialise or lacks what the core needs
+            fails the backend with that reason (``torchplug doctor``, first use
+            of the device); ``import torch`` keeps working.
     """
 
     name: str
@@ -47,6 +53,7 @@ class Backend:
     module: str | None = None
     prepare: Callable[[], None] | None = field(default=None, compare=False)
     priority: int = 0
+    driver: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():

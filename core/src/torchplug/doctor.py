@@ -25,6 +25,9 @@ class EntryPointReport:
     reason: str = ""
     load_ms: float | None = None
     device_count: int | None = None
+    # The backend's driver: its library, the interface version it speaks, its
+    # name and release, capabilities and extensions (None when not opened).
+    driver: dict[str, Any] | None = None
 
 
 @dataclass
@@ -84,6 +87,7 @@ def collect() -> Report:
             entry.load_ms = round(status.load_ms, 2)
             if status.state is BackendState.ACTIVE:
                 entry.device_count = getattr(torch, status.backend.name).device_count()
+            entry.driver = _driver(status.backend)
         elif not config.autoload:
             entry.status = "not loaded"
             entry.reason = f"{settings.AUTOLOAD}=0 turns autoloading off"
@@ -98,6 +102,22 @@ def collect() -> Report:
             entry.reason = "not built on torchplug; torch ran its entry point"
         report.backends.append(entry)
     return report
+
+
+def _driver(backend: Any) -> dict[str, Any] | None:
+    """What the core knows of ``backend``'s driver: its library, and once loaded its
+    name, release, interface version, capabilities and extensions (``loaded``
+    False when it could not be: the status' reason says why). None when the
+    native core itself does not load."""
+    try:
+        from torchplug import _C
+        from torchplug.activation.registration import driver_path
+
+        if backend.name not in _C.opened_drivers():
+            return {"library": driver_path(backend), "loaded": False}
+        return {**_C.driver_info(backend.name), "loaded": True}
+    except Exception:  # the native core itself may not load; the status says why
+        return None
 
 
 def _requires_torchplug(dist: metadata.Distribution | None) -> bool:
@@ -131,14 +151,27 @@ def render(report: Report) -> str:
         for row in rows
     ]
     notes = [f"  {b.entry_point}: {b.reason}" for b in report.backends if b.reason]
+    drivers = [_render_driver(b.device, d) for b in report.backends if (d := b.driver) is not None]
     if not report.backends:
         lines.append("(no torch.backends entry points are installed)")
+    if drivers:
+        lines += ["", "drivers:", *drivers]
     if notes:
         lines += ["", "why:", *notes]
     if report.cuda is not None and report.cuda.message:
         lines += ["", f"cuda: {report.cuda.message}"]
     lines += ["", "settings:"] + [f"  {k}={v}" for k, v in report.settings.items()]
     return "\n".join(lines)
+
+
+def _render_driver(device: str | None, driver: dict[str, Any]) -> str:
+    if not driver.get("loaded"):
+        return f"  {device}: {driver['library']} (not loaded)"
+    return (
+        f"  {device}: {driver['name']} {driver['version']} (interface {driver['interface']}) "
+        f"{driver['library']}; capabilities: {', '.join(driver['capabilities']) or 'none'}; "
+        f"extensions: {', '.join(driver['extensions']) or 'none'}"
+    )
 
 
 def run(as_json: bool) -> str:

@@ -18,6 +18,22 @@ namespace {
 constexpr uint64_t kCapabilities = TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY | TPD_CAPABILITY_PEER_COPY |
                                    TPD_CAPABILITY_TIMING_EVENTS | TPD_CAPABILITY_STREAM_PRIORITIES;
 
+// The one client option, "hidden_capabilities=<bits>"; anything else is refused.
+uint64_t hidden_capabilities(const char* options) {
+  if (options == nullptr || options[0] == '\0') {
+    return 0;
+  }
+  const std::string text(options);
+  const std::string key = "hidden_capabilities=";
+  if (text.compare(0, key.size(), key) == 0 && text.size() > key.size() &&
+      text.find_first_not_of("0123456789", key.size()) == std::string::npos) {
+    return std::stoull(text.substr(key.size()));
+  }
+  throw Error(TPD_INVALID_ARGUMENT, "The simulator takes one client option, \"hidden_capabilities=<bits>\", but got \"" +
+                                        text + "\"; pass NULL, and set the device count and memory with the "
+                                        "simulator extension's configure.");
+}
+
 }  // namespace
 
 void client_create(TPD_Client_Create_Args& args) {
@@ -25,12 +41,7 @@ void client_create(TPD_Client_Create_Args& args) {
     throw Error(TPD_INVALID_ARGUMENT,
                 "TPD_Client_Create_Args.name is NULL or empty; pass the backend's device name (\"npu\").");
   }
-  if (args.options != nullptr && args.options[0] != '\0') {
-    throw Error(TPD_INVALID_ARGUMENT, std::string("The simulator takes no client options, but got \"") +
-                                          args.options +
-                                          "\"; pass NULL, and set the device count and memory with the "
-                                          "simulator extension's configure.");
-  }
+  const uint64_t hidden = hidden_capabilities(args.options);
   runtime::Platform* platform = nullptr;
   try {
     platform = &runtime::Platform::get(args.name);
@@ -38,7 +49,9 @@ void client_create(TPD_Client_Create_Args& args) {
     throw Error(TPD_UNAVAILABLE, std::string(error.what()) + " Create clients with a device name already in use.");
   }
   check_usable(*platform);
-  args.client = register_client(std::make_shared<Client>(*platform));
+  auto client = std::make_shared<Client>(*platform);
+  client->hide_capabilities(hidden);
+  args.client = register_client(std::move(client));
 }
 
 void client_destroy(TPD_Client_Destroy_Args& args) {
@@ -68,7 +81,7 @@ void device_get_properties(TPD_Device_GetProperties_Args& args) {
   std::snprintf(properties.name, sizeof properties.name, "torchplug simulator %s:%d", platform.name().c_str(),
                 args.device);
   properties.total_memory = platform.capacity(args.device);
-  properties.capabilities = kCapabilities;
+  properties.capabilities = kCapabilities & ~client->hidden_capabilities();
   properties.stream_priority_greatest = kStreamPriorityGreatest;
   properties.stream_priority_least = 0;
   properties.memory_alignment = runtime::Platform::kMemoryAlignment;

@@ -43,15 +43,24 @@
   X(event_record, TPD_Event_Record_Args)                             \
   X(event_query, TPD_Event_Query_Args)                               \
   X(event_synchronize, TPD_Event_Query_Args)                         \
-  X(event_elapsed_time, TPD_Event_ElapsedTime_Args)
+  X(event_elapsed_time, TPD_Event_ElapsedTime_Args)                  \
+  /* streams.cpp */                                                  \
+  X(stream_wait_idle, TPD_Stream_Query_Args)
 
 // TPD_ProfilerExtension's functions (extensions.cpp), in namespace profiler.
 #define TPD_SIMULATOR_PROFILER_FUNCTIONS(X) X(event_timestamp, TPD_Profiler_EventTimestamp_Args)
 
 // TPD_SimulatorExtension's functions (extensions.cpp), in namespace controls.
-#define TPD_SIMULATOR_CONTROL_FUNCTIONS(X)        \
-  X(configure, TPD_Simulator_Configure_Args)      \
-  X(inject_fault, TPD_Simulator_InjectFault_Args)
+#define TPD_SIMULATOR_CONTROL_FUNCTIONS(X)                    \
+  X(configure, TPD_Simulator_Configure_Args)                  \
+  X(inject_fault, TPD_Simulator_InjectFault_Args)             \
+  X(take_kernel_fault, TPD_Simulator_TakeKernelFault_Args)    \
+  X(strict_memory, TPD_Simulator_StrictMemory_Args)           \
+  X(open_access, TPD_Simulator_Access_Args)                   \
+  X(close_access, TPD_Simulator_Access_Args)                  \
+  X(adopt, TPD_Simulator_Adopt_Args)                          \
+  X(stats, TPD_Simulator_Stats_Args)                          \
+  X(sleep, TPD_Simulator_Sleep_Args)
 
 #define TPD_SIMULATOR_DECLARE_BODY(member, Args) void member(Args& args);
 

@@ -4,6 +4,7 @@
 // ever looked up, so one this driver did not hand out, or already destroyed,
 // is reported as TPD_INVALID_HANDLE instead of being dereferenced; and ids are
 // never reused, so a stale handle cannot name a newer object.
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,9 @@ class Client {
  public:
   explicit Client(runtime::Platform& platform) : platform_(platform) {}
   runtime::Platform& platform() const { return platform_; }
+  // The TPD_CAPABILITY_* bits device_get_properties leaves out (the simulator extension's configure).
+  uint64_t hidden_capabilities() const { return hidden_capabilities_.load(); }
+  void hide_capabilities(uint64_t bits) { hidden_capabilities_.store(bits); }
   // Throws TPD_INVALID_DEVICE unless 0 <= device < device_count.
   void check_device(int device) const;
 
@@ -89,6 +93,7 @@ class Client {
   std::map<const char*, size_t>::const_iterator holding(const char* address) const;
 
   runtime::Platform& platform_;
+  std::atomic<uint64_t> hidden_capabilities_{0};
   mutable std::mutex mutex_;
   std::unordered_map<uintptr_t, std::shared_ptr<runtime::Stream>> streams_;
   std::unordered_map<uintptr_t, std::shared_ptr<EventHandle>> events_;

@@ -81,7 +81,17 @@ void stream_destroy(TPD_Stream_Destroy_Args& args) {
 }
 
 void stream_query(TPD_Stream_Query_Args& args) {
-  args.idle = find_client(args.client)->stream(args.stream)->query() ? 1 : 0;
+  auto stream = find_client(args.client)->stream(args.stream);
+  args.idle = stream->query() ? 1 : 0;
+  args.failed = stream->has_error() ? 1 : 0;
+}
+
+void stream_wait_idle(TPD_Stream_Query_Args& args) {
+  auto stream = find_client(args.client)->stream(args.stream);
+  check_not_inside(*stream, "stream_wait_idle");
+  stream->wait_idle();
+  args.idle = 1;
+  args.failed = stream->has_error() ? 1 : 0;
 }
 
 void stream_synchronize(TPD_Stream_Query_Args& args) {

@@ -141,10 +141,22 @@ def _integrate(integration: str, framework: types.ModuleType) -> None:
 def _prepare(backend: Backend) -> None:
     """What can fail before the backend takes its device, and so leaves it to another."""
     check_torch_version()
-    from torchplug import _C  # noqa: F401 - loading the native core is what may fail
+    from torchplug import _C  # loading the native core may fail
 
     if backend.prepare is not None:
         backend.prepare()
+    # Loading the driver, its version, initialising it and what the core needs
+    # of it: a driver that fails leaves the device to another backend.
+    _C.open_driver(backend.name, driver_path(backend))
+
+
+def driver_path(backend: Backend) -> str:
+    """The driver library ``backend`` runs on: its ``driver``, else the simulator."""
+    if backend.driver is not None:
+        return str(backend.driver)
+    from torchplug import _C
+
+    return _C.default_driver_path()
 
 
 def _take_device(backend: Backend, status: BackendStatus) -> types.ModuleType:

@@ -104,6 +104,9 @@ typedef struct TPD_Client TPD_Client;
 typedef struct TPD_Stream TPD_Stream;
 typedef struct TPD_Event TPD_Event;
 
+/* The simulator takes one option, "hidden_capabilities=<bits>": TPD_CAPABILITY_*
+ * bits (decimal) its devices do not report to this client, to test a caller
+ * against a driver without them. */
 typedef struct {
   size_t struct_size;
   const char* name;    /* the backend's device name ("npu"); the simulator keys its devices by it */
@@ -219,15 +222,18 @@ typedef struct {
 } TPD_Stream_Destroy_Args;
 #define TPD_Stream_Destroy_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_Destroy_Args, stream)
 
-/* Also the argument of stream_synchronize. A NULL stream is TPD_INVALID_ARGUMENT
- * in every function: there is no implicit default stream. */
+/* Also the argument of stream_synchronize and stream_wait_idle. A NULL stream
+ * is TPD_INVALID_ARGUMENT in every function: there is no implicit default stream. */
 typedef struct {
   size_t struct_size;
   TPD_Client* client;
   TPD_Stream* stream;
-  int idle; /* out (stream_query): 1 when all work queued so far has finished */
+  int idle;   /* out (stream_query): 1 when all work queued so far has finished */
+  int failed; /* out (stream_query, stream_wait_idle): 1 when a failure of the stream is
+               * pending, i.e. not reported yet (see TPD_HostFunction); answering does not
+               * report or consume it */
 } TPD_Stream_Query_Args;
-#define TPD_Stream_Query_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_Query_Args, idle)
+#define TPD_Stream_Query_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Stream_Query_Args, failed)
 
 /* Work queued on `stream` later waits until `event`'s captured work finished.
  * An event never recorded makes no wait. */
@@ -406,6 +412,9 @@ typedef struct {
 typedef enum {
   TPD_SIMULATOR_FAIL_ALLOCATIONS = 0, /* the next `count` allocations on the device fail as if full */
   TPD_SIMULATOR_FAIL_KERNELS = 1,     /* the next `count` host functions on the device fail while they run */
+  TPD_SIMULATOR_FAIL_KERNEL_LAUNCHES = 2, /* the next `count` kernels the caller runs on the device fail:
+                                           * take_kernel_fault answers 1 for each (host functions are
+                                           * unaffected); the caller fails the kernel itself */
 } TPD_SimulatorFault;
 
 typedef struct {
@@ -425,12 +434,88 @@ typedef struct {
 } TPD_Simulator_InjectFault_Args;
 #define TPD_Simulator_InjectFault_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_InjectFault_Args, count)
 
+/* Takes one TPD_SIMULATOR_FAIL_KERNEL_LAUNCHES fault of the device, if any is left. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  int taken; /* out: 1 when the kernel starting now must fail */
+} TPD_Simulator_TakeKernelFault_Args;
+#define TPD_Simulator_TakeKernelFault_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_TakeKernelFault_Args, taken)
+
+/* Strict memory: device memory allocated while it is on is mapped
+ * inaccessible to the host except inside an access window (open_access), so
+ * host code that reads device memory directly faults at the access. One
+ * setting for the whole process, every client. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int enable;  /* in: 1 turns strict memory on, 0 off, -1 leaves it */
+  int enabled; /* out: the setting after the call */
+} TPD_Simulator_StrictMemory_Args;
+#define TPD_Simulator_StrictMemory_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_StrictMemory_Args, enabled)
+
+/* An access window: the host may read and write the protected allocations
+ * holding `pointers` until close_access; pointers outside protected memory
+ * are ignored. Windows nest and may overlap; they are process-wide. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  const void* const* pointers; /* open_access */
+  size_t pointer_count;        /* open_access */
+  void* window;                /* out (open_access), in (close_access) */
+} TPD_Simulator_Access_Args;
+#define TPD_Simulator_Access_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_Access_Args, window)
+
+/* Counts memory the simulator did not allocate (host memory the caller took
+ * over as device memory) against a device's capacity and statistics, or
+ * releases what was counted: TPD_OUT_OF_MEMORY when it does not fit. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  uint64_t bytes;
+  int release; /* 0 adopts, 1 releases */
+} TPD_Simulator_Adopt_Args;
+#define TPD_Simulator_Adopt_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_Adopt_Args, release)
+
+/* A device's memory statistics (every client of the name together). */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  int device;
+  int reset_peak;             /* in: 1 sets the peak to the current use after reading */
+  int initialized;            /* out: 1 once memory or a stream of the device's name was created */
+  int64_t used_bytes;         /* out: held from the device now */
+  int64_t peak_used_bytes;    /* out: high-water mark since the last reset */
+  int64_t allocation_count;   /* out */
+  int64_t free_count;         /* out */
+  int64_t failed_allocations; /* out: capacity exceeded or injected */
+} TPD_Simulator_Stats_Args;
+#define TPD_Simulator_Stats_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_Stats_Args, failed_allocations)
+
+/* Queues a sleep on the stream: work that takes `milliseconds` of device time. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+  double milliseconds;
+} TPD_Simulator_Sleep_Args;
+#define TPD_Simulator_Sleep_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Simulator_Sleep_Args, milliseconds)
+
 typedef struct {
   TPD_ExtensionBase base;
   TPD_Error* (*configure)(TPD_Simulator_Configure_Args* args);
   TPD_Error* (*inject_fault)(TPD_Simulator_InjectFault_Args* args);
+  TPD_Error* (*take_kernel_fault)(TPD_Simulator_TakeKernelFault_Args* args);
+  TPD_Error* (*strict_memory)(TPD_Simulator_StrictMemory_Args* args);
+  TPD_Error* (*open_access)(TPD_Simulator_Access_Args* args);
+  TPD_Error* (*close_access)(TPD_Simulator_Access_Args* args);
+  TPD_Error* (*adopt)(TPD_Simulator_Adopt_Args* args);
+  TPD_Error* (*stats)(TPD_Simulator_Stats_Args* args);
+  TPD_Error* (*sleep)(TPD_Simulator_Sleep_Args* args);
 } TPD_SimulatorExtension;
-#define TPD_SimulatorExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_SimulatorExtension, inject_fault)
+#define TPD_SimulatorExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_SimulatorExtension, sleep)
 
 /* ------------------------------------------------------------------ table */
 
@@ -476,8 +561,13 @@ typedef struct TPD_Api {
   TPD_Error* (*event_query)(TPD_Event_Query_Args* args);
   TPD_Error* (*event_synchronize)(TPD_Event_Query_Args* args);
   TPD_Error* (*event_elapsed_time)(TPD_Event_ElapsedTime_Args* args);
+
+  /* Waits for the work queued on the stream so far, like stream_synchronize,
+   * but reports no failure: a pending one stays for stream_synchronize (or an
+   * event) to report, and `failed` says whether there is one. */
+  TPD_Error* (*stream_wait_idle)(TPD_Stream_Query_Args* args);
 } TPD_Api;
-#define TPD_Api_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Api, event_elapsed_time)
+#define TPD_Api_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Api, stream_wait_idle)
 
 /* The one symbol a driver exports. */
 typedef const TPD_Api* (*TPD_GetApiFunction)(void);

@@ -63,6 +63,7 @@ class ExtensionType(enum.IntEnum):
 class SimulatorFault(enum.IntEnum):
     FAIL_ALLOCATIONS = 0
     FAIL_KERNELS = 1
+    FAIL_KERNEL_LAUNCHES = 2
 
 
 # int (*)(void* user_data, char* message, size_t message_size); `message` is an
@@ -83,6 +84,8 @@ _TYPES: dict[str, Any] = {
     "double": c_double,
     "char*": c_char_p,
     "void*": c_void_p,
+    # open_access's array of pointers, passed as its address.
+    "void* const*": c_void_p,
     "unsigned char*": c_void_p,
     "TPD_ErrorCode": c_enum,
     "TPD_CopyKind": c_enum,
@@ -170,7 +173,7 @@ TPD_HostMemory_Free_Args = _client("TPD_HostMemory_Free_Args", "void* pointer")
 # ----------------------------------------------------------------- streams
 TPD_Stream_Create_Args = _client("TPD_Stream_Create_Args", "int device; int priority; TPD_Stream* stream")
 TPD_Stream_Destroy_Args = _client("TPD_Stream_Destroy_Args", "TPD_Stream* stream")
-TPD_Stream_Query_Args = _client("TPD_Stream_Query_Args", "TPD_Stream* stream; int idle")
+TPD_Stream_Query_Args = _client("TPD_Stream_Query_Args", "TPD_Stream* stream; int idle; int failed")
 TPD_Stream_WaitEvent_Args = _client("TPD_Stream_WaitEvent_Args", "TPD_Stream* stream; TPD_Event* event")
 TPD_Stream_LaunchHostFunction_Args = _client("TPD_Stream_LaunchHostFunction_Args", "TPD_Stream* stream; TPD_HostFunction function; void* user_data")
 
@@ -192,6 +195,12 @@ TPD_Ipc_Close_Args = _client("TPD_Ipc_Close_Args", "void* pointer")
 TPD_Profiler_EventTimestamp_Args = _client("TPD_Profiler_EventTimestamp_Args", "TPD_Event* event; int64_t nanoseconds")
 TPD_Simulator_Configure_Args = _client("TPD_Simulator_Configure_Args", "int device_count; uint64_t capacity_bytes")
 TPD_Simulator_InjectFault_Args = _client("TPD_Simulator_InjectFault_Args", "int device; TPD_SimulatorFault fault; int count")
+TPD_Simulator_TakeKernelFault_Args = _client("TPD_Simulator_TakeKernelFault_Args", "int device; int taken")
+TPD_Simulator_StrictMemory_Args = _client("TPD_Simulator_StrictMemory_Args", "int enable; int enabled")
+TPD_Simulator_Access_Args = _client("TPD_Simulator_Access_Args", "const void* const* pointers; size_t pointer_count; void* window")
+TPD_Simulator_Adopt_Args = _client("TPD_Simulator_Adopt_Args", "int device; uint64_t bytes; int release")
+TPD_Simulator_Stats_Args = _client("TPD_Simulator_Stats_Args", "int device; int reset_peak; int initialized; int64_t used_bytes; int64_t peak_used_bytes; int64_t allocation_count; int64_t free_count; int64_t failed_allocations")
+TPD_Simulator_Sleep_Args = _client("TPD_Simulator_Sleep_Args", "TPD_Stream* stream; double milliseconds")
 
 # fmt: on
 
@@ -206,6 +215,13 @@ PROFILER_MEMBERS: tuple[Member, ...] = (
 SIMULATOR_MEMBERS: tuple[Member, ...] = (
     ("configure", TPD_Simulator_Configure_Args, True),
     ("inject_fault", TPD_Simulator_InjectFault_Args, True),
+    ("take_kernel_fault", TPD_Simulator_TakeKernelFault_Args, True),
+    ("strict_memory", TPD_Simulator_StrictMemory_Args, True),
+    ("open_access", TPD_Simulator_Access_Args, True),
+    ("close_access", TPD_Simulator_Access_Args, True),
+    ("adopt", TPD_Simulator_Adopt_Args, True),
+    ("stats", TPD_Simulator_Stats_Args, True),
+    ("sleep", TPD_Simulator_Sleep_Args, True),
 )
 
 # ------------------------------------------------------------------- table
@@ -239,6 +255,7 @@ API_MEMBERS: tuple[Member, ...] = (
     ("event_query", TPD_Event_Query_Args, True),
     ("event_synchronize", TPD_Event_Query_Args, True),
     ("event_elapsed_time", TPD_Event_ElapsedTime_Args, True),
+    ("stream_wait_idle", TPD_Stream_Query_Args, True),
 )
 # The argument struct of each table member, by the member's name.
 ARGUMENTS: dict[str, type[ctypes.Structure]] = {name: args for name, args, _ in API_MEMBERS}

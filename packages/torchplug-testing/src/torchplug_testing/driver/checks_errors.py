@@ -57,6 +57,7 @@ def _stream_uses(
     return {
         "stream_query": lambda: ctx.idle(stream),
         "stream_synchronize": lambda: ctx.synchronize(stream),
+        "stream_wait_idle": lambda: ctx.call("stream_wait_idle", stream=stream),
         "stream_launch_host_function": lambda: ctx.host_function(stream, lambda: None),
         "memory_set_async": lambda: ctx.memset(stream, address, 0, 64),
         "memory_copy_async": lambda: ctx.copy(
@@ -229,6 +230,7 @@ def _valid_arguments(ctx: Context) -> dict[str, Callable[[], Any]]:
         "stream_destroy": lambda: args("stream_destroy", stream=ctx.stream()),
         "stream_query": lambda: args("stream_query", stream=ctx.stream()),
         "stream_synchronize": lambda: args("stream_synchronize", stream=ctx.stream()),
+        "stream_wait_idle": lambda: args("stream_wait_idle", stream=ctx.stream()),
         "stream_wait_event": lambda: args(
             "stream_wait_event", stream=ctx.stream(), event=recorded()
         ),

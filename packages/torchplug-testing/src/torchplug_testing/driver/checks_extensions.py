@@ -1,20 +1,31 @@
-"""Checks of the optional extensions a driver offers (IPC, profiler)."""
+"""Checks of the optional extensions a driver offers (IPC, profiler, the simulator's controls)."""
 
 from __future__ import annotations
 
+import ctypes
 import random
 import subprocess
 import sys
 import time
 from ctypes import byref, create_string_buffer
+from typing import Any
 
 from torchplug_testing.driver.bindings import (
     IPC_HANDLE_SIZE,
     Capability,
     CopyKind,
+    ErrorCode,
     ExtensionType,
+    SimulatorFault,
     TPD_Ipc_GetHandle_Args,
     TPD_Profiler_EventTimestamp_Args,
+    TPD_Simulator_Access_Args,
+    TPD_Simulator_Adopt_Args,
+    TPD_Simulator_InjectFault_Args,
+    TPD_Simulator_Sleep_Args,
+    TPD_Simulator_Stats_Args,
+    TPD_Simulator_StrictMemory_Args,
+    TPD_Simulator_TakeKernelFault_Args,
     new,
 )
 from torchplug_testing.driver.harness import Context, Skip, check, ensure
@@ -118,3 +129,112 @@ def check_profiler_extension(ctx: Context) -> str:
         f"{stamps[1] - stamps[0]} ns across a 10 ms host function",
     )
     return f"{(stamps[1] - stamps[0]) / 1e6:.1f} ms between the events"
+
+
+def _simulator(ctx: Context, member: str, struct: Any, **values: Any) -> Any:
+    args = new(struct, client=ctx.client, **values)
+    ctx.driver.call_extension(ExtensionType.SIMULATOR, member, byref(args))
+    return args
+
+
+@check
+def check_simulator_kernel_faults(ctx: Context) -> None:
+    """Simulator: FAIL_KERNEL_LAUNCHES faults are taken by take_kernel_fault, one each, and
+    leave host functions alone."""
+    _require(ctx, ExtensionType.SIMULATOR)
+    _simulator(
+        ctx,
+        "inject_fault",
+        TPD_Simulator_InjectFault_Args,
+        device=0,
+        fault=SimulatorFault.FAIL_KERNEL_LAUNCHES,
+        count=2,
+    )
+    stream = ctx.stream()
+    ran: list[bool] = []
+    ctx.host_function(stream, lambda: ran.append(True))
+    ctx.synchronize(stream)
+    ensure(ran == [True], "a host function failed on a FAIL_KERNEL_LAUNCHES fault")
+    taken = [
+        _simulator(ctx, "take_kernel_fault", TPD_Simulator_TakeKernelFault_Args, device=0).taken
+        for _ in range(3)
+    ]
+    ensure(taken == [1, 1, 0], f"take_kernel_fault answered {taken} for 2 injected faults")
+    ctx.expect(
+        ErrorCode.INVALID_DEVICE,
+        _simulator,
+        ctx,
+        "take_kernel_fault",
+        TPD_Simulator_TakeKernelFault_Args,
+        device=ctx.device_count,
+    )
+    ctx.destroy_stream(stream)
+
+
+@check
+def check_simulator_stats_adopt_sleep(ctx: Context) -> None:
+    """Simulator: stats count allocations and adopted memory; sleep occupies a stream."""
+    _require(ctx, ExtensionType.SIMULATOR)
+    before = _simulator(ctx, "stats", TPD_Simulator_Stats_Args, device=0)
+    address = ctx.allocate(4096)
+    _simulator(ctx, "adopt", TPD_Simulator_Adopt_Args, device=0, bytes=1000, release=0)
+    during = _simulator(ctx, "stats", TPD_Simulator_Stats_Args, device=0)
+    ensure(
+        during.used_bytes >= before.used_bytes + 4096 + 1000,
+        f"used bytes {before.used_bytes} -> {during.used_bytes} after 4096 allocated and 1000 adopted",
+    )
+    ensure(during.initialized == 1, "a device with memory is not initialized")
+    _simulator(ctx, "adopt", TPD_Simulator_Adopt_Args, device=0, bytes=1000, release=1)
+    ctx.free(address)
+    after = _simulator(ctx, "stats", TPD_Simulator_Stats_Args, device=0, reset_peak=1)
+    ensure(after.used_bytes == before.used_bytes, "freed and released memory is still counted")
+    ctx.expect(
+        ErrorCode.INVALID_ARGUMENT,
+        _simulator,
+        ctx,
+        "adopt",
+        TPD_Simulator_Adopt_Args,
+        device=0,
+        bytes=1,
+        release=7,
+    )
+    stream = ctx.stream()
+    started = time.monotonic()
+    _simulator(ctx, "sleep", TPD_Simulator_Sleep_Args, stream=stream, milliseconds=30.0)
+    ensure(not ctx.idle(stream), "a stream sleeping 30 ms is idle at once")
+    ctx.synchronize(stream)
+    ensure(time.monotonic() - started >= 0.025, "synchronize returned before the sleep ended")
+    ctx.destroy_stream(stream)
+
+
+@check
+def check_simulator_strict_memory(ctx: Context) -> None:
+    """Simulator: strict memory can be switched and read back; access windows open and
+    close once each."""
+    _require(ctx, ExtensionType.SIMULATOR)
+    was = _simulator(ctx, "strict_memory", TPD_Simulator_StrictMemory_Args, enable=-1).enabled
+    try:
+        on = _simulator(ctx, "strict_memory", TPD_Simulator_StrictMemory_Args, enable=1)
+        ensure(on.enabled == 1, "strict memory did not turn on")
+        address = ctx.allocate(100)
+        pointers = (ctypes.c_void_p * 1)(address)
+        window = _simulator(
+            ctx,
+            "open_access",
+            TPD_Simulator_Access_Args,
+            pointers=ctypes.addressof(pointers),
+            pointer_count=1,
+        )
+        ctypes.memset(address, 7, 100)  # inside the window the host may write
+        _simulator(ctx, "close_access", TPD_Simulator_Access_Args, window=window.window)
+        ctx.expect(
+            ErrorCode.INVALID_HANDLE,
+            _simulator,
+            ctx,
+            "close_access",
+            TPD_Simulator_Access_Args,
+            window=window.window,
+        )
+        ctx.free(address)
+    finally:
+        _simulator(ctx, "strict_memory", TPD_Simulator_StrictMemory_Args, enable=was)

@@ -221,3 +221,30 @@ def check_host_function_message_truncated(ctx: Context) -> None:
         f"the message {error.message[:80]!r} lacks the start of the host function's",
     )
     ctx.synchronize(stream)
+
+
+@check
+def check_stream_wait_idle_and_failed_flag(ctx: Context) -> None:
+    """stream_wait_idle waits for queued work without reporting a failure; stream_query's
+    ``failed`` flags a pending failure until stream_synchronize reports it."""
+    stream = ctx.stream()
+    ensure(not ctx.call("stream_query", stream=stream).failed, "a new stream flags a failure")
+    gate = ctx.gate(stream)
+    ctx.host_function(stream, lambda: FAILURE)
+    finished: list[bool] = []
+    ctx.host_function(stream, lambda: finished.append(True))
+    gate.set()
+    waited = ctx.call("stream_wait_idle", stream=stream)
+    ensure(finished == [True], "stream_wait_idle returned before the stream's work ran")
+    ensure(waited.failed == 1, "stream_wait_idle does not flag the failed host function")
+    ensure(
+        ctx.call("stream_query", stream=stream).failed == 1, "stream_query lost the pending failure"
+    )
+    ctx.call("stream_wait_idle", stream=stream)  # reports nothing, consumes nothing
+    error = ctx.expect(ErrorCode.EXECUTION_FAILED, ctx.synchronize, stream)
+    ensure(
+        FAILURE in error.message, f"the error's message {error.message!r} lacks the host function's"
+    )
+    ensure(not ctx.call("stream_query", stream=stream).failed, "a reported failure stays flagged")
+    ctx.synchronize(stream)
+    ctx.destroy_stream(stream)

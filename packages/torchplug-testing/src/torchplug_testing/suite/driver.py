@@ -26,8 +26,10 @@ def driver_results(device: str) -> dict[str, CheckResult]:
     status = torchplug.statuses().get(device)
     if status is None or not status.active:
         pytest.skip(f"'{device}' is not an active torchplug backend, so it has no torchplug driver")
-    # Every torchplug backend runs on the simulator's driver today.
-    library = torchplug.get_simulator_driver()
+    # The library the backend's devices run on (Backend(driver=...), else the simulator).
+    from torchplug import _C
+
+    library = _C.driver_info(device)["library"]
     return {result.name: result for result in run_conformance(library, name=device)}
 
 

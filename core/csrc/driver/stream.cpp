@@ -1,0 +1,123 @@
+#include "driver/stream.h"
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <utility>
+
+#include "driver/driver_library.h"
+
+namespace torchplug::driver {
+namespace {
+
+// Runs a closure the core queued; its exception's message becomes the host
+// function's failure message (what synchronize then reports).
+int run_closure(void* user_data, char* message, size_t message_size) {
+  std::unique_ptr<std::function<void()>> task(static_cast<std::function<void()>*>(user_data));
+  const char* reason = nullptr;
+  try {
+    (*task)();
+    task.reset();  // what the closure holds is released in stream order, as the work it did
+    return 0;
+  } catch (const std::exception& error) {
+    reason = error.what();
+    std::strncpy(message, reason, message_size - 1);
+  } catch (...) {
+    std::strncpy(message, "unknown exception in work queued on the stream", message_size - 1);
+  }
+  message[message_size - 1] = '\0';
+  return 1;
+}
+
+}  // namespace
+
+Stream::Stream(const DriverLibrary& library, TPD_Client* client, TPD_Stream* handle, int device, int64_t id,
+               int priority)
+    : library_(library), api_(library.api()), client_(client), handle_(handle), device_(device), id_(id),
+      priority_(priority) {}
+
+TPD_Stream_Query_Args Stream::state() const {
+  TPD_Stream_Query_Args args{};
+  args.struct_size = TPD_Stream_Query_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.stream = handle_;
+  library_.check(api_.stream_query(&args));
+  return args;
+}
+
+void Stream::finished_through(uint64_t issued) const {
+  uint64_t seen = idle_through_.load(std::memory_order_acquire);
+  while (seen < issued && !idle_through_.compare_exchange_weak(seen, issued, std::memory_order_acq_rel)) {
+  }
+}
+
+bool Stream::query_driver(uint64_t issued) const {
+  if (state().idle == 0) {
+    return false;
+  }
+  finished_through(issued);  // everything issued before the driver's answer has finished
+  return true;
+}
+
+void Stream::synchronize() const {
+  const uint64_t issued = issued_.load(std::memory_order_acquire);
+  TPD_Stream_Query_Args args{};
+  args.struct_size = TPD_Stream_Query_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.stream = handle_;
+  library_.check(api_.stream_synchronize(&args));
+  finished_through(issued);
+}
+
+void Stream::wait_idle() const {
+  const uint64_t issued = issued_.load(std::memory_order_acquire);
+  TPD_Stream_Query_Args args{};
+  args.struct_size = TPD_Stream_Query_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.stream = handle_;
+  library_.check(api_.stream_wait_idle(&args));
+  finished_through(issued);
+}
+
+void Stream::enqueue(std::function<void()> task) const {
+  auto* closure = new std::function<void()>(std::move(task));
+  TPD_Stream_LaunchHostFunction_Args args{};
+  args.struct_size = TPD_Stream_LaunchHostFunction_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.stream = handle_;
+  args.function = &run_closure;
+  args.user_data = closure;
+  note_issued();
+  TPD_Error* error = api_.stream_launch_host_function(&args);
+  if (error != nullptr) {
+    delete closure;  // not queued: the driver never runs it
+    library_.raise(error);
+  }
+}
+
+void Stream::copy_async(void* destination, const void* source, size_t bytes, TPD_CopyKind kind) const {
+  TPD_Memory_CopyAsync_Args args{};
+  args.struct_size = TPD_Memory_CopyAsync_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.stream = handle_;
+  args.destination = destination;
+  args.source = source;
+  args.size = bytes;
+  args.kind = kind;
+  note_issued();
+  library_.check(api_.memory_copy_async(&args));
+}
+
+void Stream::memset_async(void* pointer, int value, size_t bytes) const {
+  TPD_Memory_SetAsync_Args args{};
+  args.struct_size = TPD_Memory_SetAsync_Args_STRUCT_SIZE;
+  args.client = client_;
+  args.stream = handle_;
+  args.pointer = pointer;
+  args.value = value;
+  args.size = bytes;
+  note_issued();
+  library_.check(api_.memory_set_async(&args));
+}
+
+}  // namespace torchplug::driver
