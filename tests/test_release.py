@@ -131,6 +131,13 @@ def test_new_writes_a_complete_project(tmp_path: Path) -> None:
     assert any(r.startswith("torchplug>=") for r in pyproject["project"]["dependencies"])
     with pytest.raises(ValueError, match="already exists"):
         scaffold.create("bar", project)
+    with_driver = scaffold.create("bar", tmp_path / "with_driver", driver=True)
+    added = {str(p.relative_to(with_driver)) for p in with_driver.rglob("*") if p.is_file()}
+    assert added - set(files) == {"driver/CMakeLists.txt", "driver/driver.c"}
+    assert "add_subdirectory(driver)" in (with_driver / "CMakeLists.txt").read_text()
+    assert "add_subdirectory" not in (project / "CMakeLists.txt").read_text()
+    assert "driver=" in (with_driver / "src/torch_bar/__init__.py").read_text()
+    assert "__DRIVER" not in "".join(p.read_text() for p in with_driver.rglob("*") if p.is_file())
     with pytest.raises(ValueError, match="lower-case Python identifier"):
         scaffold.create("Bar-2", tmp_path / "other")
 
@@ -292,15 +299,19 @@ def test_round_trip_through_a_package_index(release_dist: Path, tmp_path: Path) 
 def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
     release_dist: Path, tmp_path: Path
 ) -> None:
-    """`torchplug new bar` in a directory outside the workspace; the project
-    builds with torchplug from a directory of wheels (--find-links), installs,
-    passes its own tests and the conformance suite (a sample of it, torch.compile included)."""
+    """`torchplug new bar --driver` in a directory outside the workspace; the
+    project builds with torchplug from a directory of wheels (--find-links),
+    installs, passes its own tests and the conformance suite (a sample of it,
+    torch.compile included) on its own driver, which passes the driver conformance."""
     assert not tmp_path.is_relative_to(ROOT)
     python = clean_venv(tmp_path / "venv")
     bin_dir = python.parent
     links = ("--find-links", release_dist)
     uv_install(python, *links, "torchplug", "torchplug-testing", "pytest", cwd=tmp_path)
-    run(bin_dir / "torchplug", "new", "bar", "--directory", tmp_path / "torch_bar", cwd=tmp_path)
+    run(
+        bin_dir / "torchplug", "new", "bar", "--driver", "--directory", tmp_path / "torch_bar",
+        cwd=tmp_path,
+    )  # fmt: skip
     project = tmp_path / "torch_bar"
     uv = shutil.which("uv")
     run(uv, "build", *links, "-o", tmp_path / "dist", cwd=project, env=outside_env())
@@ -309,10 +320,19 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
     out = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=project)
     assert " passed" in out
     assert "failed" not in out
-    report = check_report(bin_dir, "bar", "device_type or creation or compile", tmp_path)
+    report = check_report(bin_dir, "bar", "device_type or creation or compile or driver", tmp_path)
     assert report["expectations"] == "torch_bar/conformance.toml"
     assert report["groups"]["device_type"]["passed"] == 4
     assert report["groups"]["creation"]["passed"] > 0
+    # The device runs on the project's driver, which passes every driver check it offers.
+    driver = report["groups"]["driver"]
+    assert driver["passed"] >= 25
+    assert driver.get("failed", 0) == 0
+    doctor = json.loads(
+        run(bin_dir / "torchplug", "doctor", "--json", cwd=tmp_path, env=outside_env())
+    )
+    (bar,) = [b for b in doctor["backends"] if b["device"] == "bar"]
+    assert bar["driver"]["library"].endswith("torch_bar/drivers/libbar_driver.so")
     # torch.compile reaches the vendor's device with no code of the vendor's.
     assert report["groups"]["compile"]["passed"] == 4
     assert report["unexpected_failures"] == []

@@ -2,8 +2,10 @@
 
 The project (templates/ here) holds a Backend declaration on PrivateUse1, one
 C++ operator built with torchplug's CMake package, the known conformance
-failures every torchplug device shares, tests and a README. It requires the
-torch minor release and the torchplug release line running ``torchplug new``.
+failures every torchplug device shares, tests and a README. With ``--driver``
+it also holds a device driver (templates/driver/: a C library implementing
+``torchplug/driver.h``) that the Backend names. It requires the torch minor
+release and the torchplug release line running ``torchplug new``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ log = logging.getLogger("torchplug")
 TEMPLATE_SUFFIX = ".tmpl"
 # Files whose template name differs from the name in the project.
 RENAMED = {"gitignore": ".gitignore"}
+# The driver's templates, written only with --driver.
+DRIVER_FOLDER = "driver/"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,12 +42,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="where to create the project (default: ./torch_NAME); must not exist",
     )
+    parser.add_argument(
+        "--driver",
+        action="store_true",
+        help="also write a device driver (C, torchplug/driver.h) for the backend to run on, "
+        "instead of torchplug's simulator",
+    )
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     try:
-        target = create(args.name, args.directory)
+        target = create(args.name, args.directory, driver=args.driver)
     except ValueError as error:
         sys.stderr.write(f"torchplug new: {error}\n")
         return 2
@@ -54,23 +64,50 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def create(name: str, directory: Path | None = None) -> Path:
+def create(name: str, directory: Path | None = None, *, driver: bool = False) -> Path:
     """Writes the project for device ``name`` into ``directory`` (default
-    ``./torch_<name>``) and returns that directory."""
+    ``./torch_<name>``), with a device driver if ``driver``, and returns that directory."""
     if not name.isidentifier() or name != name.lower() or keyword.iskeyword(name):
         raise ValueError(f"{name!r} is not a device name: use a lower-case Python identifier.")
     package = f"torch_{name}"
     target = (directory or Path(package)).resolve()
     if target.exists():
         raise ValueError(f"{target} already exists.")
-    values = {"__NAME__": name, "__PACKAGE__": package, **requirements()}
+    # The driver's placeholders first: what they insert names __NAME__.
+    values = {**driver_values(driver), "__NAME__": name, "__PACKAGE__": package, **requirements()}
     templates = resources.files(__package__) / "templates"
     for relative, text in _walk(templates, ""):
+        if relative.startswith(DRIVER_FOLDER) and not driver:
+            continue
         path = target / _substitute(relative, values)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(_substitute(text, values))
     log.info("torchplug new: wrote %s", target)
     return target
+
+
+def driver_values(driver: bool) -> dict[str, str]:
+    """What the templates hold where a project with a driver differs (nothing
+    without one): the CMake subdirectory, the Backend's ``driver=`` (the library
+    in the package) and the README's line."""
+    with_driver = {
+        "__DRIVER_SUBDIRECTORY__\n": "# The device driver the backend runs on (driver/).\nadd_subdirectory(driver)\n",
+        "__DRIVER_IMPORT__\n": "import importlib.util\nfrom pathlib import Path\n",
+        "__DRIVER_ARGUMENT__\n": (
+            "    # The device driver (driver/driver.c), installed beside the compiled\n"
+            "    # module (find_spec finds it in an editable install too, without loading it).\n"
+            '    driver=Path(importlib.util.find_spec("__PACKAGE__._C").origin).parent\n'
+            '    / "drivers"\n'
+            '    / "lib__NAME___driver.so",\n'
+        ),
+        "__DRIVER_LAYOUT__\n": (
+            "- `driver/driver.c`: the device driver (`torchplug/driver.h`), a C library linked to\n"
+            "  neither torch nor Python; check it alone with\n"
+            "  `python -m torchplug_testing.driver src/__PACKAGE__/drivers/lib__NAME___driver.so`\n"
+            "  after an editable install, or with `torchplug check __NAME__` (its `driver` group).\n"
+        ),
+    }
+    return with_driver if driver else dict.fromkeys(with_driver, "")
 
 
 def requirements() -> dict[str, str]:
