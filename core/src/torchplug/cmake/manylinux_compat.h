@@ -13,6 +13,11 @@
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
 // glibc 2.34 moved libpthread into libc under new versions; std::call_once calls this one.
 __asm__(".symver pthread_once,pthread_once@GLIBC_2.2.5");
+// It moved libdl into libc too: the core loads its device drivers with these.
+__asm__(".symver dlopen,dlopen@GLIBC_2.2.5");
+__asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
+__asm__(".symver dlerror,dlerror@GLIBC_2.2.5");
+__asm__(".symver dladdr,dladdr@GLIBC_2.2.5");
 #endif
 
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29))
