@@ -60,7 +60,7 @@ constexpr size_t kMaxDevices = driver::kMaxDevices;
 PerDeviceType<const BackendIdentity*> backends{};
 thread_local PerDeviceType<std::array<c10::StreamId, kMaxDevices>> current_stream_ids{};
 // Resolved device streams for current_stream_ids, so the per-kernel stream
-// check is a load and one driver call.
+// check is a load and, on an idle stream, two atomic loads (driver::Stream::query).
 thread_local PerDeviceType<std::array<driver::Stream*, kMaxDevices>> current_streams{};
 
 const BackendIdentity* make_identity(const DeviceKind& kind, driver::DeviceRuntime& runtime) {
@@ -100,8 +100,10 @@ driver::DeviceRuntime& open_backend_driver(const std::string& name, const std::s
 
 const BackendIdentity& register_backend(const std::string& key_name, const std::string& name) {
   const DeviceKind& kind = device_kind(key_name);
+  // Through open_backend_driver again: a runtime opened but refused (a driver
+  // without what the core needs) must not be registered.
   driver::DeviceRuntime* opened = driver::DeviceRuntime::find(name);
-  driver::DeviceRuntime& runtime = opened != nullptr ? *opened : open_backend_driver(name, "");
+  driver::DeviceRuntime& runtime = open_backend_driver(name, opened != nullptr ? opened->library().path() : "");
   const BackendIdentity*& slot = backends[static_cast<size_t>(kind.type)];
   if (slot != nullptr && slot->runtime != &runtime) {
     throw std::runtime_error("Device type " + key_name + " is already served by '" + slot->name + "'.");
