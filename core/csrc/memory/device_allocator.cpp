@@ -77,6 +77,24 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   static bool allocated_here(const c10::DataPtr& data) { return data.get_deleter() == &free_block; }
 
+  // Host memory becomes device memory without a copy only on the simulator,
+  // whose device memory is host memory the host allocated; another driver's
+  // device gets a copy in memory it allocated, written in the current
+  // stream's order (the block may still be read by work queued before).
+  c10::DataPtr copy_of(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
+    if (nbytes == 0) {
+      return c10::DataPtr(nullptr, device);
+    }
+    Block* block = take_block(device.index(), nbytes);
+    auto source = std::make_shared<c10::DataPtr>(std::move(host_data));
+    void* destination = block->pointer;
+    runtime().stream(device.index(), current_stream(device).id()).enqueue([source, destination, nbytes] {
+      const driver::MemoryAccess access{destination};
+      std::memcpy(destination, source->get(), nbytes);
+    });
+    return c10::DataPtr(block->pointer, block, &free_block, device);
+  }
+
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
   // Device memory is host-addressable (open_backend_driver refuses other drivers).
@@ -176,6 +194,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   c10::DataPtr adopt(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
+    if (!runtime().is_simulator()) {
+      return copy_of(std::move(host_data), nbytes, device);
+    }
     {
       std::unique_lock<std::mutex> lock(mutex_);
       ensure_within_fraction(device.index(), nbytes, lock);
