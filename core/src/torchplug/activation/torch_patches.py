@@ -139,22 +139,34 @@ def _tell_once(accelerator: str) -> None:
         log.warning("torchplug: %s.", limitation(accelerator))
 
 
+def _answering_conflict(
+    original: Callable[..., Any], on_conflict: Callable[[str, RuntimeError], Any]
+) -> Callable[..., Any]:
+    """``original``, except that torch's "Cannot have both HPU and <accelerator>."
+    is answered by ``on_conflict(accelerator, error)``; every other error passes."""
+
+    @functools.wraps(original)
+    def replacement(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        except RuntimeError as error:
+            accelerator = conflicting_accelerator(error)
+            if accelerator is None:
+                raise
+            return on_conflict(accelerator, error)
+
+    return replacement
+
+
 def _no_accelerator(answer: Callable[[], Any]) -> Callable[..., Any]:
     """A replacement answering ``answer()`` ("no accelerator") instead of the conflict."""
 
     def make(original: Callable[..., Any], device: str) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def replacement(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return original(*args, **kwargs)
-            except RuntimeError as error:
-                accelerator = conflicting_accelerator(error)
-                if accelerator is None:
-                    raise
-                _tell_once(accelerator)
-                return answer()
+        def no_accelerator(accelerator: str, error: RuntimeError) -> Any:
+            _tell_once(accelerator)
+            return answer()
 
-        return replacement
+        return _answering_conflict(original, no_accelerator)
 
     return make
 
@@ -184,25 +196,18 @@ def _explained(public: str, instead: str) -> Callable[..., Any]:
     """A replacement raising :class:`AcceleratorUnreachableError` naming ``instead``."""
 
     def make(original: Callable[..., Any], device: str) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def replacement(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return original(*args, **kwargs)
-            except RuntimeError as error:
-                accelerator = conflicting_accelerator(error)
-                if accelerator is None:
-                    raise
-                import torch
+        def unreachable(accelerator: str, error: RuntimeError) -> Any:
+            import torch
 
-                raise AcceleratorUnreachableError(
-                    f"torch.accelerator.{public}() needs torch's accelerator, which cannot be "
-                    f"{device} here: torch {torch.__version__} is built with {accelerator} and "
-                    f"refuses {device} beside it ('Cannot have both HPU and {accelerator}.'), so "
-                    f"torch.accelerator reports no accelerator. Call torch.{device}.{instead}() "
-                    f"instead (the torch.{device} function of the same purpose, for any other)."
-                ) from error
+            raise AcceleratorUnreachableError(
+                f"torch.accelerator.{public}() needs torch's accelerator, which cannot be "
+                f"{device} here: torch {torch.__version__} is built with {accelerator} and "
+                f"refuses {device} beside it ('Cannot have both HPU and {accelerator}.'), so "
+                f"torch.accelerator reports no accelerator. Call torch.{device}.{instead}() "
+                f"instead (the torch.{device} function of the same purpose, for any other)."
+            ) from error
 
-        return replacement
+        return _answering_conflict(original, unreachable)
 
     return make
 
