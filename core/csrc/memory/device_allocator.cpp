@@ -17,6 +17,7 @@
 #include "launch/worker_thread.h"
 #include "driver/event.h"
 #include "driver/memory_access.h"
+#include "driver/stream.h"
 
 namespace torchplug {
 namespace {
@@ -79,19 +80,17 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   // Host memory becomes device memory without a copy only on the simulator,
   // whose device memory is host memory the host allocated; another driver's
-  // device gets a copy in memory it allocated, written in the current
-  // stream's order (the block may still be read by work queued before).
+  // device gets a copy by the driver in memory it allocated, in the current
+  // stream's order (the block may still be read by work queued before). The
+  // host memory lives until the stream has run the copy.
   c10::DataPtr copy_of(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
     if (nbytes == 0) {
       return c10::DataPtr(nullptr, device);
     }
     Block* block = take_block(device.index(), nbytes);
-    auto source = std::make_shared<c10::DataPtr>(std::move(host_data));
-    void* destination = block->pointer;
-    runtime().stream(device.index(), current_stream(device).id()).enqueue([source, destination, nbytes] {
-      const driver::MemoryAccess access{destination};
-      std::memcpy(destination, source->get(), nbytes);
-    });
+    const driver::Stream& stream = runtime().stream(device.index(), current_stream(device).id());
+    stream.copy_async(block->pointer, host_data.get(), nbytes, TPD_COPY_HOST_TO_DEVICE);
+    stream.enqueue([source = std::make_shared<c10::DataPtr>(std::move(host_data))] {});
     return c10::DataPtr(block->pointer, block, &free_block, device);
   }
 
