@@ -366,25 +366,25 @@ void DeviceRuntime::wait_idle(int device) {
 }
 
 void DeviceRuntime::inject_allocation_failures(int device, int count) {
-  const TPD_SimulatorExtension& extension = simulator("Injecting allocation failures");
-  check_device(device);
-  auto args = client_args<TPD_Simulator_InjectFault_Args>(TPD_Simulator_InjectFault_Args_STRUCT_SIZE, client_);
-  args.device = device;
-  args.fault = TPD_SIMULATOR_FAIL_ALLOCATIONS;
-  args.count = count;
-  library_.check(extension.inject_fault(&args));
-  armed_allocation_faults_[device].store(count);
+  inject_failures(device, count, TPD_SIMULATOR_FAIL_ALLOCATIONS, armed_allocation_faults_,
+                  "Injecting allocation failures");
 }
 
 void DeviceRuntime::inject_kernel_failures(int device, int count) {
-  const TPD_SimulatorExtension& extension = simulator("Injecting kernel failures");
+  inject_failures(device, count, TPD_SIMULATOR_FAIL_KERNEL_LAUNCHES, armed_kernel_faults_,
+                  "Injecting kernel failures");
+}
+
+void DeviceRuntime::inject_failures(int device, int count, TPD_SimulatorFault fault, ArmedFaults& armed,
+                                    const char* what) {
+  const TPD_SimulatorExtension& extension = simulator(what);
   check_device(device);
   auto args = client_args<TPD_Simulator_InjectFault_Args>(TPD_Simulator_InjectFault_Args_STRUCT_SIZE, client_);
   args.device = device;
-  args.fault = TPD_SIMULATOR_FAIL_KERNEL_LAUNCHES;
+  args.fault = fault;
   args.count = count;
   library_.check(extension.inject_fault(&args));
-  armed_kernel_faults_[device].store(count);
+  armed[device].store(count);
 }
 
 bool DeviceRuntime::take_armed_kernel_failure(int device) {
