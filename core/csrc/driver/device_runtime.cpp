@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "driver/call_args.h"
+
 namespace torchplug::driver {
 namespace {
 
@@ -120,9 +122,7 @@ void DeviceRuntime::wait_for_all_streams() {
 }
 
 void DeviceRuntime::refresh_device_count() {
-  TPD_Client_DeviceCount_Args args{};
-  args.struct_size = TPD_Client_DeviceCount_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Client_DeviceCount_Args>(TPD_Client_DeviceCount_Args_STRUCT_SIZE, client_);
   library_.check(library_.api().client_device_count(&args));
   device_count_.store(std::min(args.device_count, kMaxDevices));
 }
@@ -131,9 +131,7 @@ TPD_DeviceProperties DeviceRuntime::properties(int device) const {
   check_device(device);
   TPD_DeviceProperties properties{};
   properties.struct_size = TPD_DeviceProperties_STRUCT_SIZE;
-  TPD_Device_GetProperties_Args args{};
-  args.struct_size = TPD_Device_GetProperties_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Device_GetProperties_Args>(TPD_Device_GetProperties_Args_STRUCT_SIZE, client_);
   args.device = device;
   args.properties = &properties;
   library_.check(library_.api().device_get_properties(&args));
@@ -159,9 +157,7 @@ void DeviceRuntime::configure(int device_count, size_t capacity_bytes) {
                                                 "memory before the first tensor or stream is created (e.g. with "
                                                 "the environment variables read at start-up).");
   }
-  TPD_Simulator_Configure_Args args{};
-  args.struct_size = TPD_Simulator_Configure_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Simulator_Configure_Args>(TPD_Simulator_Configure_Args_STRUCT_SIZE, client_);
   args.device_count = device_count;
   args.capacity_bytes = capacity_bytes;
   library_.check(extension.configure(&args));
@@ -203,9 +199,7 @@ void DeviceRuntime::set_current_device(int device) {
 void* DeviceRuntime::malloc(int device, size_t bytes, bool* injected) {
   check_device(device);
   mark_initialized();
-  TPD_Memory_Allocate_Args args{};
-  args.struct_size = TPD_Memory_Allocate_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Memory_Allocate_Args>(TPD_Memory_Allocate_Args_STRUCT_SIZE, client_);
   args.device = device;
   args.size = bytes;
   TPD_Error* error = library_.api().memory_allocate(&args);
@@ -234,9 +228,7 @@ void DeviceRuntime::free(void* pointer) {
     std::lock_guard<std::mutex> lock(memory_mutex_);
     segments_.erase(static_cast<const char*>(pointer));
   }
-  TPD_Memory_Free_Args args{};
-  args.struct_size = TPD_Memory_Free_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Memory_Free_Args>(TPD_Memory_Free_Args_STRUCT_SIZE, client_);
   args.pointer = pointer;
   library_.check(library_.api().memory_free(&args));
 }
@@ -263,9 +255,7 @@ int DeviceRuntime::device_of(const void* pointer) const {
 }
 
 void* DeviceRuntime::host_malloc(size_t bytes) {
-  TPD_HostMemory_Allocate_Args args{};
-  args.struct_size = TPD_HostMemory_Allocate_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_HostMemory_Allocate_Args>(TPD_HostMemory_Allocate_Args_STRUCT_SIZE, client_);
   args.size = bytes;
   library_.check(library_.api().host_memory_allocate(&args));
   std::lock_guard<std::mutex> lock(memory_mutex_);
@@ -278,9 +268,7 @@ void DeviceRuntime::host_free(void* pointer) {
     std::lock_guard<std::mutex> lock(memory_mutex_);
     host_blocks_.erase(static_cast<const char*>(pointer));
   }
-  TPD_HostMemory_Free_Args args{};
-  args.struct_size = TPD_HostMemory_Free_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_HostMemory_Free_Args>(TPD_HostMemory_Free_Args_STRUCT_SIZE, client_);
   args.pointer = pointer;
   library_.check(library_.api().host_memory_free(&args));
 }
@@ -292,9 +280,7 @@ bool DeviceRuntime::is_host_pinned(const void* pointer) const {
 
 void DeviceRuntime::memory_info(int device, uint64_t& free_bytes, uint64_t& total_bytes) const {
   check_device(device);
-  TPD_Memory_GetInfo_Args args{};
-  args.struct_size = TPD_Memory_GetInfo_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Memory_GetInfo_Args>(TPD_Memory_GetInfo_Args_STRUCT_SIZE, client_);
   args.device = device;
   library_.check(library_.api().memory_get_info(&args));
   free_bytes = args.free_bytes;
@@ -302,9 +288,7 @@ void DeviceRuntime::memory_info(int device, uint64_t& free_bytes, uint64_t& tota
 }
 
 Stream* DeviceRuntime::create_stream(int device, int64_t id, int priority) {
-  TPD_Stream_Create_Args args{};
-  args.struct_size = TPD_Stream_Create_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Stream_Create_Args>(TPD_Stream_Create_Args_STRUCT_SIZE, client_);
   args.device = device;
   // torch asks for any priority; the driver serves its range, as CUDA clamps.
   args.priority = std::min(0, std::max(priority, priority_greatest_));
@@ -382,35 +366,30 @@ void DeviceRuntime::wait_idle(int device) {
 }
 
 void DeviceRuntime::inject_allocation_failures(int device, int count) {
-  const TPD_SimulatorExtension& extension = simulator("Injecting allocation failures");
-  check_device(device);
-  TPD_Simulator_InjectFault_Args args{};
-  args.struct_size = TPD_Simulator_InjectFault_Args_STRUCT_SIZE;
-  args.client = client_;
-  args.device = device;
-  args.fault = TPD_SIMULATOR_FAIL_ALLOCATIONS;
-  args.count = count;
-  library_.check(extension.inject_fault(&args));
-  armed_allocation_faults_[device].store(count);
+  inject_failures(device, count, TPD_SIMULATOR_FAIL_ALLOCATIONS, armed_allocation_faults_,
+                  "Injecting allocation failures");
 }
 
 void DeviceRuntime::inject_kernel_failures(int device, int count) {
-  const TPD_SimulatorExtension& extension = simulator("Injecting kernel failures");
+  inject_failures(device, count, TPD_SIMULATOR_FAIL_KERNEL_LAUNCHES, armed_kernel_faults_,
+                  "Injecting kernel failures");
+}
+
+void DeviceRuntime::inject_failures(int device, int count, TPD_SimulatorFault fault, ArmedFaults& armed,
+                                    const char* what) {
+  const TPD_SimulatorExtension& extension = simulator(what);
   check_device(device);
-  TPD_Simulator_InjectFault_Args args{};
-  args.struct_size = TPD_Simulator_InjectFault_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Simulator_InjectFault_Args>(TPD_Simulator_InjectFault_Args_STRUCT_SIZE, client_);
   args.device = device;
-  args.fault = TPD_SIMULATOR_FAIL_KERNEL_LAUNCHES;
+  args.fault = fault;
   args.count = count;
   library_.check(extension.inject_fault(&args));
-  armed_kernel_faults_[device].store(count);
+  armed[device].store(count);
 }
 
 bool DeviceRuntime::take_armed_kernel_failure(int device) {
-  TPD_Simulator_TakeKernelFault_Args args{};
-  args.struct_size = TPD_Simulator_TakeKernelFault_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args =
+      client_args<TPD_Simulator_TakeKernelFault_Args>(TPD_Simulator_TakeKernelFault_Args_STRUCT_SIZE, client_);
   args.device = device;
   library_.check(simulator("Taking a kernel failure").take_kernel_fault(&args));
   std::atomic<int>& armed = armed_kernel_faults_[device];
@@ -427,9 +406,7 @@ bool DeviceRuntime::take_armed_kernel_failure(int device) {
 void DeviceRuntime::adopt(int device, size_t bytes) {
   check_device(device);
   mark_initialized();
-  TPD_Simulator_Adopt_Args args{};
-  args.struct_size = TPD_Simulator_Adopt_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Simulator_Adopt_Args>(TPD_Simulator_Adopt_Args_STRUCT_SIZE, client_);
   args.device = device;
   args.bytes = bytes;
   args.release = 0;
@@ -437,9 +414,7 @@ void DeviceRuntime::adopt(int device, size_t bytes) {
 }
 
 void DeviceRuntime::release_adopted(int device, size_t bytes) {
-  TPD_Simulator_Adopt_Args args{};
-  args.struct_size = TPD_Simulator_Adopt_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Simulator_Adopt_Args>(TPD_Simulator_Adopt_Args_STRUCT_SIZE, client_);
   args.device = device;
   args.bytes = bytes;
   args.release = 1;
@@ -452,9 +427,7 @@ MemoryStats DeviceRuntime::stats(int device, bool reset_peak) const {
   if (library_.simulator() == nullptr) {
     return result;  // another driver keeps no such statistics; the allocator's own remain
   }
-  TPD_Simulator_Stats_Args args{};
-  args.struct_size = TPD_Simulator_Stats_Args_STRUCT_SIZE;
-  args.client = client_;
+  auto args = client_args<TPD_Simulator_Stats_Args>(TPD_Simulator_Stats_Args_STRUCT_SIZE, client_);
   args.device = device;
   args.reset_peak = reset_peak ? 1 : 0;
   library_.check(library_.simulator()->stats(&args));
@@ -467,10 +440,8 @@ MemoryStats DeviceRuntime::stats(int device, bool reset_peak) const {
 }
 
 void DeviceRuntime::sleep(const Stream& stream, double milliseconds) {
-  TPD_Simulator_Sleep_Args args{};
-  args.struct_size = TPD_Simulator_Sleep_Args_STRUCT_SIZE;
-  args.client = client_;
-  args.stream = stream.handle();
+  auto args =
+      stream_args<TPD_Simulator_Sleep_Args>(TPD_Simulator_Sleep_Args_STRUCT_SIZE, client_, stream.handle());
   args.milliseconds = milliseconds;
   const TPD_SimulatorExtension& extension = simulator("Sleeping on a stream");
   stream.note_issued();

@@ -107,6 +107,9 @@ class DeviceRuntime {
  private:
   DeviceRuntime(std::string name, const DriverLibrary& library, TPD_Client* client, int id);
   const TPD_SimulatorExtension& simulator(const char* what) const;
+  // Per device: the failures injected and not yet seen, so a failure can be told injected.
+  using ArmedFaults = std::array<std::atomic<int>, kMaxDevices>;
+  void inject_failures(int device, int count, TPD_SimulatorFault fault, ArmedFaults& armed, const char* what);
   bool take_armed_kernel_failure(int device);
   void mark_initialized();
   void refresh_device_count();
@@ -129,8 +132,8 @@ class DeviceRuntime {
   std::atomic<bool> in_bad_fork_{false};
   int priority_greatest_ = 0;
   std::array<DeviceStreams, kMaxDevices> streams_;
-  std::array<std::atomic<int>, kMaxDevices> armed_kernel_faults_{};
-  std::array<std::atomic<int>, kMaxDevices> armed_allocation_faults_{};
+  ArmedFaults armed_kernel_faults_{};
+  ArmedFaults armed_allocation_faults_{};
   mutable std::mutex memory_mutex_;
   std::map<const char*, std::pair<size_t, int>> segments_;  // base -> (bytes, device)
   std::map<const char*, size_t> host_blocks_;

@@ -56,20 +56,4 @@ class DriverLibrary {
   const TPD_IpcExtension* ipc_ = nullptr;
 };
 
-// Calls `function` of the table with `args` (its struct_size set here) and
-// throws the driver's error: `call(lib, lib.api().stream_query, args)`.
-template <typename Args>
-void call(const DriverLibrary& library, TPD_Error* (*function)(Args*), Args& args, size_t struct_size) {
-  args.struct_size = struct_size;
-  library.check(function(&args));
-}
-
-#define TPD_CALL(library, table, member, Type, ...)                                          \
-  [&] {                                                                                      \
-    Type args_{};                                                                            \
-    __VA_ARGS__;                                                                             \
-    ::torchplug::driver::call((library), (table).member, args_, Type##_STRUCT_SIZE);         \
-    return args_;                                                                            \
-  }()
-
 }  // namespace torchplug::driver

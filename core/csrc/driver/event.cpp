@@ -3,6 +3,7 @@
 #include <string>
 #include <thread>
 
+#include "driver/call_args.h"
 #include "driver/device_runtime.h"
 #include "driver/driver_library.h"
 #include "driver/stream.h"
@@ -24,9 +25,8 @@ Event::~Event() {
 }
 
 TPD_Event_Query_Args Event::args() const {
-  TPD_Event_Query_Args result{};
-  result.struct_size = TPD_Event_Query_Args_STRUCT_SIZE;
-  result.client = runtime_ != nullptr ? runtime_->client() : nullptr;
+  auto result = client_args<TPD_Event_Query_Args>(TPD_Event_Query_Args_STRUCT_SIZE,
+                                                  runtime_ != nullptr ? runtime_->client() : nullptr);
   result.event = handle_;
   return result;
 }
@@ -39,9 +39,7 @@ void Event::record(DeviceRuntime& runtime, const Stream& stream) {
   }
   const TPD_Api& api = runtime.library().api();
   if (handle_ == nullptr) {
-    TPD_Event_Create_Args create{};
-    create.struct_size = TPD_Event_Create_Args_STRUCT_SIZE;
-    create.client = runtime.client();
+    auto create = client_args<TPD_Event_Create_Args>(TPD_Event_Create_Args_STRUCT_SIZE, runtime.client());
     create.device = stream.device();
     create.enable_timing = timing_ ? 1 : 0;
     runtime.library().check(api.event_create(&create));
@@ -49,9 +47,7 @@ void Event::record(DeviceRuntime& runtime, const Stream& stream) {
     handle_ = create.event;
     device_ = stream.device();
   }
-  TPD_Event_Record_Args record{};
-  record.struct_size = TPD_Event_Record_Args_STRUCT_SIZE;
-  record.client = runtime.client();
+  auto record = client_args<TPD_Event_Record_Args>(TPD_Event_Record_Args_STRUCT_SIZE, runtime.client());
   record.event = handle_;
   record.stream = stream.handle();
   runtime.library().check(api.event_record(&record));
@@ -78,10 +74,8 @@ void Event::block(const Stream& stream) const {
   if (handle_ == nullptr) {
     return;
   }
-  TPD_Stream_WaitEvent_Args wait{};
-  wait.struct_size = TPD_Stream_WaitEvent_Args_STRUCT_SIZE;
-  wait.client = runtime_->client();
-  wait.stream = stream.handle();
+  auto wait = stream_args<TPD_Stream_WaitEvent_Args>(TPD_Stream_WaitEvent_Args_STRUCT_SIZE, runtime_->client(),
+                                                     stream.handle());
   wait.event = handle_;
   stream.note_issued();
   runtime_->library().check(runtime_->library().api().stream_wait_event(&wait));
@@ -107,9 +101,7 @@ double Event::elapsed_ms(const Event& end) const {
   while (!query() || !end.query()) {
     std::this_thread::yield();
   }
-  TPD_Event_ElapsedTime_Args elapsed{};
-  elapsed.struct_size = TPD_Event_ElapsedTime_Args_STRUCT_SIZE;
-  elapsed.client = runtime_->client();
+  auto elapsed = client_args<TPD_Event_ElapsedTime_Args>(TPD_Event_ElapsedTime_Args_STRUCT_SIZE, runtime_->client());
   elapsed.start = handle_;
   elapsed.end = end.handle_;
   runtime_->library().check(runtime_->library().api().event_elapsed_time(&elapsed));
@@ -121,9 +113,8 @@ int64_t Event::completion_ns() const {
   if (profiler == nullptr || handle_ == nullptr || !timing_ || !query()) {
     return -1;
   }
-  TPD_Profiler_EventTimestamp_Args stamp{};
-  stamp.struct_size = TPD_Profiler_EventTimestamp_Args_STRUCT_SIZE;
-  stamp.client = runtime_->client();
+  auto stamp = client_args<TPD_Profiler_EventTimestamp_Args>(TPD_Profiler_EventTimestamp_Args_STRUCT_SIZE,
+                                                              runtime_->client());
   stamp.event = handle_;
   runtime_->library().check(profiler->event_timestamp(&stamp));
   return stamp.nanoseconds;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "driver/call_args.h"
 #include "driver/device_runtime.h"
 
 namespace torchplug::driver {
@@ -14,9 +15,8 @@ std::mutex runtimes_mutex;
 auto* simulator_runtimes = new std::vector<DeviceRuntime*>();  // leaked, as the runtimes
 
 void apply(DeviceRuntime& runtime, bool enabled) {
-  TPD_Simulator_StrictMemory_Args args{};
-  args.struct_size = TPD_Simulator_StrictMemory_Args_STRUCT_SIZE;
-  args.client = runtime.client();
+  auto args =
+      client_args<TPD_Simulator_StrictMemory_Args>(TPD_Simulator_StrictMemory_Args_STRUCT_SIZE, runtime.client());
   args.enable = enabled ? 1 : 0;
   runtime.library().check(runtime.library().simulator()->strict_memory(&args));
 }
@@ -68,9 +68,7 @@ void MemoryAccess::open(const void* const* pointers, size_t count) {
   if (runtime == nullptr) {
     return;
   }
-  TPD_Simulator_Access_Args args{};
-  args.struct_size = TPD_Simulator_Access_Args_STRUCT_SIZE;
-  args.client = runtime->client();
+  auto args = client_args<TPD_Simulator_Access_Args>(TPD_Simulator_Access_Args_STRUCT_SIZE, runtime->client());
   args.pointers = pointers;
   args.pointer_count = count;
   runtime->library().check(runtime->library().simulator()->open_access(&args));
@@ -82,9 +80,7 @@ MemoryAccess::~MemoryAccess() {
     return;
   }
   DeviceRuntime* runtime = window_runtime.load();
-  TPD_Simulator_Access_Args args{};
-  args.struct_size = TPD_Simulator_Access_Args_STRUCT_SIZE;
-  args.client = runtime->client();
+  auto args = client_args<TPD_Simulator_Access_Args>(TPD_Simulator_Access_Args_STRUCT_SIZE, runtime->client());
   args.window = window_;
   TPD_Error* error = runtime->library().simulator()->close_access(&args);
   if (error != nullptr) {

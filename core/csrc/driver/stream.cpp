@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "driver/call_args.h"
 #include "driver/driver_library.h"
 
 namespace torchplug::driver {
@@ -36,12 +37,9 @@ Stream::Stream(const DriverLibrary& library, TPD_Client* client, TPD_Stream* han
     : library_(library), api_(library.api()), client_(client), handle_(handle), device_(device), id_(id),
       priority_(priority) {}
 
-TPD_Stream_Query_Args Stream::state() const {
-  TPD_Stream_Query_Args args{};
-  args.struct_size = TPD_Stream_Query_Args_STRUCT_SIZE;
-  args.client = client_;
-  args.stream = handle_;
-  library_.check(api_.stream_query(&args));
+TPD_Stream_Query_Args Stream::call(TPD_Error* (*function)(TPD_Stream_Query_Args*)) const {
+  auto args = stream_args<TPD_Stream_Query_Args>(TPD_Stream_Query_Args_STRUCT_SIZE, client_, handle_);
+  library_.check(function(&args));
   return args;
 }
 
@@ -52,7 +50,7 @@ void Stream::finished_through(uint64_t issued) const {
 }
 
 bool Stream::query_driver(uint64_t issued) const {
-  if (state().idle == 0) {
+  if (call(api_.stream_query).idle == 0) {
     return false;
   }
   finished_through(issued);  // everything issued before the driver's answer has finished
@@ -61,30 +59,20 @@ bool Stream::query_driver(uint64_t issued) const {
 
 void Stream::synchronize() const {
   const uint64_t issued = issued_.load(std::memory_order_acquire);
-  TPD_Stream_Query_Args args{};
-  args.struct_size = TPD_Stream_Query_Args_STRUCT_SIZE;
-  args.client = client_;
-  args.stream = handle_;
-  library_.check(api_.stream_synchronize(&args));
+  call(api_.stream_synchronize);
   finished_through(issued);
 }
 
 void Stream::wait_idle() const {
   const uint64_t issued = issued_.load(std::memory_order_acquire);
-  TPD_Stream_Query_Args args{};
-  args.struct_size = TPD_Stream_Query_Args_STRUCT_SIZE;
-  args.client = client_;
-  args.stream = handle_;
-  library_.check(api_.stream_wait_idle(&args));
+  call(api_.stream_wait_idle);
   finished_through(issued);
 }
 
 void Stream::enqueue(std::function<void()> task) const {
   auto* closure = new std::function<void()>(std::move(task));
-  TPD_Stream_LaunchHostFunction_Args args{};
-  args.struct_size = TPD_Stream_LaunchHostFunction_Args_STRUCT_SIZE;
-  args.client = client_;
-  args.stream = handle_;
+  auto args = stream_args<TPD_Stream_LaunchHostFunction_Args>(TPD_Stream_LaunchHostFunction_Args_STRUCT_SIZE,
+                                                              client_, handle_);
   args.function = &run_closure;
   args.user_data = closure;
   note_issued();
@@ -96,10 +84,7 @@ void Stream::enqueue(std::function<void()> task) const {
 }
 
 void Stream::copy_async(void* destination, const void* source, size_t bytes, TPD_CopyKind kind) const {
-  TPD_Memory_CopyAsync_Args args{};
-  args.struct_size = TPD_Memory_CopyAsync_Args_STRUCT_SIZE;
-  args.client = client_;
-  args.stream = handle_;
+  auto args = stream_args<TPD_Memory_CopyAsync_Args>(TPD_Memory_CopyAsync_Args_STRUCT_SIZE, client_, handle_);
   args.destination = destination;
   args.source = source;
   args.size = bytes;
@@ -109,10 +94,7 @@ void Stream::copy_async(void* destination, const void* source, size_t bytes, TPD
 }
 
 void Stream::memset_async(void* pointer, int value, size_t bytes) const {
-  TPD_Memory_SetAsync_Args args{};
-  args.struct_size = TPD_Memory_SetAsync_Args_STRUCT_SIZE;
-  args.client = client_;
-  args.stream = handle_;
+  auto args = stream_args<TPD_Memory_SetAsync_Args>(TPD_Memory_SetAsync_Args_STRUCT_SIZE, client_, handle_);
   args.pointer = pointer;
   args.value = value;
   args.size = bytes;

@@ -33,7 +33,7 @@ class Stream {
     return idle_through_.load(std::memory_order_acquire) == issued || query_driver(issued);
   }
   // True when queued work failed and no synchronize (or event) reported it yet.
-  bool has_error() const { return state().failed != 0; }
+  bool has_error() const { return call(api_.stream_query).failed != 0; }
   // Blocks until everything queued so far has finished; throws the first
   // failure since the last report (DriverError, TPD_EXECUTION_FAILED, with
   // the failed work's message), once.
@@ -49,7 +49,9 @@ class Stream {
   void note_issued() const { issued_.fetch_add(1, std::memory_order_acq_rel); }
 
  private:
-  TPD_Stream_Query_Args state() const;
+  // Calls `function` of the table (stream_query, stream_synchronize or
+  // stream_wait_idle) on this stream; throws the driver's error.
+  TPD_Stream_Query_Args call(TPD_Error* (*function)(TPD_Stream_Query_Args*)) const;
   bool query_driver(uint64_t issued) const;
   // Records that the work issued up to `issued` has finished.
   void finished_through(uint64_t issued) const;

@@ -116,18 +116,10 @@ bool unmap_protected(void* base) {
   return true;
 }
 
-KernelAccess::KernelAccess(std::initializer_list<const void*> pointers) {
+KernelAccess::KernelAccess(const void* const* pointers, size_t count) {
   if (strict_mode()) {
-    for (const void* pointer : pointers) {
-      open(pointer);
-    }
-  }
-}
-
-KernelAccess::KernelAccess(const std::vector<const void*>& pointers) {
-  if (strict_mode()) {
-    for (const void* pointer : pointers) {
-      open(pointer);
+    for (size_t i = 0; i < count; ++i) {
+      open(pointers[i]);
     }
   }
 }

@@ -20,8 +20,9 @@ bool unmap_protected(void* base);
 // for the lifetime of the object; a no-op for unprotected memory.
 class KernelAccess {
  public:
-  KernelAccess(std::initializer_list<const void*> pointers);
-  explicit KernelAccess(const std::vector<const void*>& pointers);
+  KernelAccess(std::initializer_list<const void*> pointers) : KernelAccess(pointers.begin(), pointers.size()) {}
+  // The pointers of an access window a driver client opens (TPD_Simulator_Access_Args).
+  KernelAccess(const void* const* pointers, size_t count);
   ~KernelAccess();
   KernelAccess(const KernelAccess&) = delete;
   KernelAccess& operator=(const KernelAccess&) = delete;

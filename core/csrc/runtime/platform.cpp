@@ -377,55 +377,6 @@ Stream& Platform::pool_stream(int device_index, int priority) {
   return *dev.streams[slot];
 }
 
-void Platform::wait_for_all_streams() {
-  std::vector<Platform*> platforms;
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    for (auto& [name, platform] : *registry) {
-      platforms.push_back(platform);
-    }
-  }
-  for (Platform* platform : platforms) {
-    if (platform->initialized()) {
-      for (int device = 0; device < platform->device_count(); ++device) {
-        platform->wait_idle(device);
-      }
-    }
-  }
-}
-
-std::vector<Stream*> Platform::streams(int device_index) {
-  Device& dev = device(device_index);
-  std::lock_guard<std::mutex> lock(dev.streams_mutex);
-  std::vector<Stream*> result;
-  result.reserve(dev.streams.size());
-  for (auto& stream : dev.streams) {
-    result.push_back(stream.get());
-  }
-  return result;
-}
-
-void Platform::synchronize(int device_index) {
-  for (Stream* stream : streams(device_index)) {
-    stream->synchronize();
-  }
-}
-
-bool Platform::idle(int device_index) {
-  for (Stream* stream : streams(device_index)) {
-    if (!stream->query()) {
-      return false;
-    }
-  }
-  return true;
-}
-
-void Platform::wait_idle(int device_index) {
-  for (Stream* stream : streams(device_index)) {
-    stream->wait_idle();
-  }
-}
-
 void Platform::memcpy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) {
     return;  // an empty tensor's pointers may be null, which std::memcpy must not see

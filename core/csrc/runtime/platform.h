@@ -37,8 +37,6 @@ class Platform {
 
   // The platform called `name`, created with the defaults on first use.
   static Platform& get(const std::string& name);
-  // Blocks until every stream of every platform ran what is queued.
-  static void wait_for_all_streams();
 
   const std::string& name() const { return name_; }
 
@@ -94,14 +92,6 @@ class Platform {
   // stream and the pool; the device counts as in use from then on, as with
   // the platform's own streams.
   std::unique_ptr<Stream> create_stream(int device, int priority);
-  void synchronize(int device);
-  // Every stream of `device` created so far.
-  std::vector<Stream*> streams(int device);
-  // True when no stream of `device` has work queued.
-  bool idle(int device);
-  // Blocks until every stream of `device` ran what is queued, leaving any
-  // error a kernel raised for the next synchronize to report.
-  void wait_idle(int device);
 
   void memcpy(void* dst, const void* src, size_t bytes);
   void memcpy_async(void* dst, const void* src, size_t bytes, Stream& stream);

@@ -142,7 +142,8 @@ int main() {
     const auto start = Clock::now();
     sleep_task(a, 150);
     sleep_task(b, 150);
-    p.synchronize(0);
+    a.synchronize();
+    b.synchronize();
     const double elapsed = seconds_since(start);
     CHECK(elapsed >= 0.145 && elapsed < 0.28);
   });

@@ -4,7 +4,6 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "drivers/simulator/entry_points.h"
 #include "drivers/simulator/errors.h"
@@ -94,8 +93,7 @@ void controls::open_access(TPD_Simulator_Access_Args& args) {
     throw Error(TPD_INVALID_ARGUMENT, "TPD_Simulator_Access_Args.pointers is NULL but pointer_count is " +
                                           std::to_string(args.pointer_count) + "; pass the pointers to open.");
   }
-  std::vector<const void*> pointers(args.pointers, args.pointers + args.pointer_count);
-  auto* window = new runtime::KernelAccess(pointers);
+  auto* window = new runtime::KernelAccess(args.pointers, args.pointer_count);
   std::lock_guard<std::mutex> lock(windows_mutex);
   windows->insert(window);
   args.window = window;

@@ -228,37 +228,41 @@ SIMULATOR_MEMBERS: tuple[Member, ...] = (
 
 TPD_ApiVersion = _struct("TPD_ApiVersion", "int major; int minor")
 
-API_MEMBERS: tuple[Member, ...] = (
-    ("error_destroy", TPD_Error_Destroy_Args, False),
-    ("error_message", TPD_Error_Message_Args, False),
-    ("error_get_code", TPD_Error_GetCode_Args, True),
-    ("client_create", TPD_Client_Create_Args, True),
-    ("client_destroy", TPD_Client_Destroy_Args, True),
-    ("client_device_count", TPD_Client_DeviceCount_Args, True),
-    ("device_get_properties", TPD_Device_GetProperties_Args, True),
-    ("memory_allocate", TPD_Memory_Allocate_Args, True),
-    ("memory_free", TPD_Memory_Free_Args, True),
-    ("memory_get_info", TPD_Memory_GetInfo_Args, True),
-    ("host_memory_allocate", TPD_HostMemory_Allocate_Args, True),
-    ("host_memory_free", TPD_HostMemory_Free_Args, True),
-    ("memory_set_async", TPD_Memory_SetAsync_Args, True),
-    ("memory_copy_async", TPD_Memory_CopyAsync_Args, True),
-    ("stream_create", TPD_Stream_Create_Args, True),
-    ("stream_destroy", TPD_Stream_Destroy_Args, True),
-    ("stream_query", TPD_Stream_Query_Args, True),
-    ("stream_synchronize", TPD_Stream_Query_Args, True),
-    ("stream_wait_event", TPD_Stream_WaitEvent_Args, True),
-    ("stream_launch_host_function", TPD_Stream_LaunchHostFunction_Args, True),
-    ("event_create", TPD_Event_Create_Args, True),
-    ("event_destroy", TPD_Event_Query_Args, True),
-    ("event_record", TPD_Event_Record_Args, True),
-    ("event_query", TPD_Event_Query_Args, True),
-    ("event_synchronize", TPD_Event_Query_Args, True),
-    ("event_elapsed_time", TPD_Event_ElapsedTime_Args, True),
-    ("stream_wait_idle", TPD_Stream_Query_Args, True),
+# The argument struct of each table member, by the member's name, in the table's order.
+ARGUMENTS: dict[str, type[ctypes.Structure]] = {
+    "error_destroy": TPD_Error_Destroy_Args,
+    "error_message": TPD_Error_Message_Args,
+    "error_get_code": TPD_Error_GetCode_Args,
+    "client_create": TPD_Client_Create_Args,
+    "client_destroy": TPD_Client_Destroy_Args,
+    "client_device_count": TPD_Client_DeviceCount_Args,
+    "device_get_properties": TPD_Device_GetProperties_Args,
+    "memory_allocate": TPD_Memory_Allocate_Args,
+    "memory_free": TPD_Memory_Free_Args,
+    "memory_get_info": TPD_Memory_GetInfo_Args,
+    "host_memory_allocate": TPD_HostMemory_Allocate_Args,
+    "host_memory_free": TPD_HostMemory_Free_Args,
+    "memory_set_async": TPD_Memory_SetAsync_Args,
+    "memory_copy_async": TPD_Memory_CopyAsync_Args,
+    "stream_create": TPD_Stream_Create_Args,
+    "stream_destroy": TPD_Stream_Destroy_Args,
+    "stream_query": TPD_Stream_Query_Args,
+    "stream_synchronize": TPD_Stream_Query_Args,
+    "stream_wait_event": TPD_Stream_WaitEvent_Args,
+    "stream_launch_host_function": TPD_Stream_LaunchHostFunction_Args,
+    "event_create": TPD_Event_Create_Args,
+    "event_destroy": TPD_Event_Query_Args,
+    "event_record": TPD_Event_Record_Args,
+    "event_query": TPD_Event_Query_Args,
+    "event_synchronize": TPD_Event_Query_Args,
+    "event_elapsed_time": TPD_Event_ElapsedTime_Args,
+    "stream_wait_idle": TPD_Stream_Query_Args,
+}
+# The table's members that return void: the error functions, which cannot fail.
+_RETURNING_VOID = ("error_destroy", "error_message")
+API_MEMBERS: tuple[Member, ...] = tuple(
+    (name, args, name not in _RETURNING_VOID) for name, args in ARGUMENTS.items()
 )
-# The argument struct of each table member, by the member's name.
-ARGUMENTS: dict[str, type[ctypes.Structure]] = {name: args for name, args, _ in API_MEMBERS}
 
 # Each extension starts with its TPD_ExtensionBase.
 _EXTENSION_BASE = "TPD_ExtensionBase base"
