@@ -25,7 +25,7 @@ namespace {
 struct HandleContents {
   char magic[8];  // kMagic: the handle is this driver's, in this layout
   uint64_t pid;   // the owning process
-  uint64_t device_id;  // the memory file's st_dev and st_ino, which a reused descriptor number does not share
+  uint64_t device_id;  // the memory file's device and inode, which a reused descriptor number does not share
   uint64_t inode;
   uint64_t size;  // the allocation's bytes
   int32_t fd;     // the owner's descriptor of the memory file
@@ -51,12 +51,20 @@ class FileDescriptor {
   int fd_;
 };
 
-struct stat file_status(int fd) {
-  struct stat status {};
-  if (fstat(fd, &status) != 0) {
-    throw Error(TPD_INTERNAL, std::string("fstat of a shareable memory file failed: ") + std::strerror(errno) + ".");
+// What a handle records of a memory file. statx, not fstat: fstat is a
+// symbol of glibc 2.33, newer than the manylinux_2_28 the driver keeps to.
+struct FileIdentity {
+  uint64_t device_id;
+  uint64_t inode;
+  uint64_t size;
+};
+
+FileIdentity file_identity(int fd) {
+  struct statx status {};
+  if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_SIZE, &status) != 0) {
+    throw Error(TPD_INTERNAL, std::string("statx of a shareable memory file failed: ") + std::strerror(errno) + ".");
   }
-  return status;
+  return {(uint64_t{status.stx_dev_major} << 32) | status.stx_dev_minor, status.stx_ino, status.stx_size};
 }
 
 }  // namespace
@@ -71,13 +79,13 @@ void ipc::ipc_get_handle(TPD_Ipc_GetHandle_Args& args) {
                 "only that memory (memory_allocate's is private to this process). Allocate what you share with "
                 "ipc_allocate, and pass the address it returned.");
   }
-  const struct stat status = file_status(fd);
+  const FileIdentity file = file_identity(fd);
   HandleContents contents{};
   std::memcpy(contents.magic, kMagic, sizeof kMagic);
   contents.pid = static_cast<uint64_t>(getpid());
-  contents.device_id = static_cast<uint64_t>(status.st_dev);
-  contents.inode = static_cast<uint64_t>(status.st_ino);
-  contents.size = static_cast<uint64_t>(status.st_size);
+  contents.device_id = file.device_id;
+  contents.inode = file.inode;
+  contents.size = file.size;
   contents.fd = fd;
   std::memset(args.handle, 0, TPD_IPC_HANDLE_SIZE);
   std::memcpy(args.handle, &contents, sizeof contents);
@@ -108,10 +116,9 @@ void ipc::ipc_open(TPD_Ipc_Open_Args& args) {
                                         std::strerror(error) + "): that process freed it, or exited. Keep the "
                                         "shared memory alive in its owner until every receiver has closed it.");
   }
-  const struct stat status = file_status(file.get());
-  if (static_cast<uint64_t>(status.st_dev) != contents.device_id ||
-      static_cast<uint64_t>(status.st_ino) != contents.inode ||
-      static_cast<uint64_t>(status.st_size) != contents.size) {
+  const FileIdentity identity = file_identity(file.get());
+  if (identity.device_id != contents.device_id || identity.inode != contents.inode ||
+      identity.size != contents.size) {
     throw Error(TPD_INVALID_HANDLE, "The shared memory of " + owner + " is gone: it was freed, and its descriptor " +
                                         std::to_string(contents.fd) + " now names another file. Keep the shared "
                                         "memory alive in its owner until every receiver has closed it.");
