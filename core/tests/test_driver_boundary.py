@@ -230,3 +230,65 @@ def test_doctor_shows_each_backends_driver() -> None:
     assert "drivers:" in text
     assert "torchplug simulator" in text
     assert "(interface 1.0)" in text
+
+
+def _template_driver(tmp_path: Path) -> Path:
+    """The driver of ``torchplug new --driver`` for device "bar": a whole driver, without
+    the IPC extension."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("needs a C compiler to build the template driver")
+    template = Path(torchplug.__file__).parent / "scaffold/templates/driver/driver.c.tmpl"
+    source = tmp_path / "driver.c"
+    source.write_text(template.read_text().replace("__NAME__", "bar"))
+    library = tmp_path / "libbar_driver.so"
+    subprocess.run(
+        [
+            compiler,
+            "-shared",
+            "-fPIC",
+            "-fvisibility=hidden",
+            "-D_GNU_SOURCE",
+            f"-I{torchplug.get_include()}",
+            str(source),
+            "-o",
+            str(library),
+            "-lpthread",
+        ],
+        check=True,
+    )
+    return library
+
+
+def test_sharing_on_a_driver_without_ipc_names_the_driver_and_the_extension(
+    tmp_path: Path,
+) -> None:
+    library = str(_template_driver(tmp_path))
+    script = textwrap.dedent(
+        f"""
+        import torch
+        from multiprocessing.reduction import ForkingPickler
+        from torchplug import Backend
+
+        status = Backend(name="bar", distribution="torch_bar", driver={library!r}).autoload()
+        assert status.state.value == "active", status.reason
+        tensor = torch.ones(3, device="bar")
+        try:
+            ForkingPickler.dumps(tensor)
+        except RuntimeError as error:
+            print(error)
+        else:
+            raise SystemExit("a tensor of a driver without IPC was pickled for another process")
+        print("still usable:", tensor.sum().item())
+        """
+    )
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "TORCHPLUG_PRIVATEUSE1": "bar"}
+    completed = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    message = completed.stdout
+    assert "Cannot share 'bar' device memory between processes" in message
+    assert library in message
+    assert "offers no IPC extension (TPD_EXTENSION_IPC" in message
+    assert "still usable: 3.0" in message

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing.synchronize
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -85,3 +88,55 @@ def test_a_parameter_stays_a_parameter() -> None:
 
 def _echo(value: torch.Tensor) -> torch.Tensor:
     return value
+
+
+def test_a_storage_is_opened_once_per_process_and_shares_the_senders_memory() -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    device = DEVICES[0]
+    sent = torch.arange(4.0, device=device)
+    whole = ForkingPickler.loads(ForkingPickler.dumps(sent))
+    view = ForkingPickler.loads(ForkingPickler.dumps(sent[1:]))
+    assert whole.untyped_storage().data_ptr() == view.untyped_storage().data_ptr()
+    assert whole.untyped_storage().data_ptr() != sent.untyped_storage().data_ptr()
+    view.fill_(5.0)
+    assert sent.cpu().tolist() == [0.0, 5.0, 5.0, 5.0]
+
+
+STRICT_SHARING = """
+import torch
+import torch.multiprocessing as mp
+
+def double(device, queue, done):
+    received = queue.get()
+    received.mul_(2)
+    torch.accelerator.synchronize()
+    done.set()
+
+if __name__ == "__main__":
+    context = mp.get_context("spawn")
+    queue, done = context.Queue(), context.Event()
+    child = context.Process(target=double, args=("DEVICE", queue, done))
+    child.start()
+    tensor = torch.arange(4.0, device="DEVICE")
+    queue.put(tensor)
+    assert done.wait(120)
+    child.join(120)
+    print("exit", child.exitcode, tensor.cpu().tolist(), flush=True)
+"""
+
+
+def test_shared_memory_is_protected_in_strict_mode_in_both_processes(tmp_path) -> None:
+    script = tmp_path / "strict_sharing.py"
+    script.write_text(STRICT_SHARING.replace("DEVICE", DEVICES[0]))
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TORCHPLUG_STRICT_MEMORY": "1"},
+        check=False,
+    )
+    assert "strict mode" not in result.stderr, result.stderr[-2000:]
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "exit 0 [0.0, 2.0, 4.0, 6.0]" in result.stdout

@@ -1,50 +1,60 @@
-// Device tensors shared between processes, as CUDA shares them through IPC
-// handles. Simulated device memory is host memory, so a storage that is
-// shared moves into a memfd segment: every process maps the same pages, sees
-// the others' writes, and the pages live until the last process unmaps them.
-// (Shared pages are not protected in strict memory mode: another process may
-// touch them at any time.)
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+// Device tensors shared between processes as CUDA shares them, through the
+// driver's IPC extension alone (driver/ipc.h). A storage that is shared moves
+// into memory the driver can share, copied by the driver on the current
+// stream; its handle (plain bytes) goes to the other process, which opens it
+// once and closes it when the storage it backs is freed. As with CUDA, the
+// sender keeps its tensor alive while receivers use it; what a driver does
+// with memory still opened when its owner frees it is the driver's (see
+// TPD_IpcExtension in torchplug/driver.h).
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
 #include <torch/library.h>
 
 #include "backend/backend.h"
+#include "driver/device_runtime.h"
+#include "driver/ipc.h"
+#include "driver/stream.h"
+#include "launch/worker_thread.h"
 #include "memory/host_alias.h"
-#include "launch/kernel_launch.h"
 
 namespace torchplug {
 namespace {
 
-struct SharedSegment {
-  int fd;
-  void* pages;
-  size_t nbytes;
+// The context of a shared storage's DataPtr.
+struct SharedMemory {
+  driver::DeviceRuntime* runtime;
+  c10::Device device;
+  void* pointer;
+  driver::IpcHandle handle;  // what a process that shares the storage onwards sends
+  bool opened;               // mapped by ipc_open (closed), else from ipc_allocate (freed)
 };
 
-void release_segment(void* context) {
-  auto* segment = static_cast<SharedSegment*>(context);
-  if (segment->nbytes > 0) {
-    munmap(segment->pages, segment->nbytes);
+void release_shared(void* context) {
+  std::unique_ptr<SharedMemory> shared(static_cast<SharedMemory*>(context));
+  try {
+    // Work queued before the last reference went may still use the memory (as
+    // the allocator's emptyCache waits); a stream worker must not wait for itself.
+    if (!on_stream_worker_thread()) {
+      shared->runtime->wait_idle(shared->device.index());
+    }
+    if (shared->opened) {
+      driver::ipc_close(*shared->runtime, shared->pointer);
+    } else {
+      shared->runtime->free(shared->pointer);
+    }
+  } catch (const std::exception& error) {  // a deleter must not throw
+    TORCH_WARN("Releasing memory of ", shared->device, " shared between processes failed: ", error.what());
   }
-  close(segment->fd);
-  delete segment;
 }
 
-// Mapped with one page at least: mmap refuses length 0.
-void* map_segment(int fd, size_t nbytes) {
-  void* pages = mmap(nullptr, nbytes > 0 ? nbytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  TORCH_CHECK(pages != MAP_FAILED, "Cannot map shared device memory (", nbytes, " bytes): ", std::strerror(errno),
-              ".");
-  return pages;
-}
-
-c10::DataPtr segment_data(SharedSegment* segment, c10::Device device) {
-  return c10::DataPtr(segment->pages, segment, &release_segment, device);
+c10::DataPtr shared_data(SharedMemory* shared) {
+  return c10::DataPtr(shared->pointer, shared, &release_shared, shared->device);
 }
 
 void check_shareable(c10::Device device) {
@@ -53,44 +63,72 @@ void check_shareable(c10::Device device) {
               "backend in this process too (see `torchplug doctor`).");
 }
 
-// The memfd holding `self`'s storage, moving the storage there first.
-int64_t share_memory(const at::Tensor& self) {
+std::vector<int64_t> handle_values(const driver::IpcHandle& handle) { return {handle.begin(), handle.end()}; }
+
+// The IPC handle of `self`'s storage (TPD_IPC_HANDLE_SIZE byte values),
+// moving the storage into shareable memory first; none for an empty storage.
+std::vector<int64_t> share_memory(const at::Tensor& self) {
   check_shareable(self.device());
   const c10::Storage& storage = self.storage();
-  if (storage.data_ptr().get_deleter() == &release_segment) {
-    return static_cast<SharedSegment*>(storage.data_ptr().get_context())->fd;
+  if (storage.data_ptr().get_deleter() == &release_shared) {
+    return handle_values(static_cast<SharedMemory*>(storage.data_ptr().get_context())->handle);
   }
-  const KernelLaunch launch("share_memory_", self.device(), touched_memory({&self}), {ActivityKind::kMemcpy});
   const size_t nbytes = storage.nbytes();
-  const int fd = memfd_create("torchplug-device-memory", MFD_CLOEXEC);
-  TORCH_CHECK(fd >= 0, "Cannot create shared memory for a device tensor: ", std::strerror(errno), ".");
-  if (ftruncate(fd, static_cast<off_t>(nbytes)) != 0) {
-    const int error = errno;
-    close(fd);
-    TORCH_CHECK(false, "Cannot size shared memory of ", nbytes, " bytes for a device tensor: ",
-                std::strerror(error), ".");
+  if (nbytes == 0) {
+    return {};
   }
-  auto* segment = new SharedSegment{fd, map_segment(fd, nbytes), nbytes};
-  if (nbytes > 0) {
-    std::memcpy(segment->pages, storage.data(), nbytes);
-  }
+  driver::DeviceRuntime& runtime = device_runtime(self.device().type());
+  const driver::Stream& stream = runtime_stream(current_stream(self.device()));
+  const void* source = storage.data();
+  c10::DataPtr data = translate_runtime_errors([&] {
+    void* pointer = driver::ipc_allocate(runtime, self.device().index(), nbytes);
+    auto* shared = new SharedMemory{&runtime, self.device(), pointer, {}, /*opened=*/false};
+    c10::DataPtr owned = shared_data(shared);  // frees the memory if what follows fails
+    shared->handle = driver::ipc_get_handle(runtime, pointer);
+    if (runtime.device_of(source) >= 0) {
+      stream.copy_async(pointer, source, nbytes, TPD_COPY_DEVICE_TO_DEVICE);
+    } else {
+      // Host memory the allocator adopted as device memory (a fallback
+      // kernel's result): the driver reads it now, so the work queued to write it must have run.
+      stream.synchronize();
+      stream.copy_async(pointer, source, nbytes, TPD_COPY_HOST_TO_DEVICE);
+    }
+    // The receiver may read as soon as it has the handle.
+    stream.synchronize();
+    return owned;
+  });
   c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
-  impl->set_data_ptr_noswap(segment_data(segment, self.device()));
+  impl->set_data_ptr_noswap(std::move(data));
   // A resize would move the storage back into private memory and silently
   // stop sharing, as resizing a shared CPU storage is refused too.
   impl->set_resizable(false);
-  return fd;
+  return handle_values(static_cast<SharedMemory*>(storage.data_ptr().get_context())->handle);
 }
 
-// A uint8 device tensor over the shared segment behind `fd` (a descriptor this
-// process owns; it is kept for sharing the storage onwards).
-at::Tensor from_shared_memory(int64_t fd, int64_t nbytes, c10::Device device) {
+// A uint8 device tensor of `nbytes` over the memory `handle` (from
+// share_memory_ in any process) names; an empty one for no handle.
+at::Tensor from_ipc_handle(c10::IntArrayRef handle, int64_t nbytes, c10::Device device) {
   check_shareable(device);
   const c10::Device indexed(device.type(), checked_device_index(device.type(), device.index()));
   const auto bytes = static_cast<size_t>(nbytes);
-  auto* segment = new SharedSegment{static_cast<int>(fd), map_segment(static_cast<int>(fd), bytes), bytes};
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, segment_data(segment, indexed), nullptr,
-                       /*resizable=*/false);
+  c10::DataPtr data(nullptr, indexed);
+  if (!handle.empty()) {
+    TORCH_CHECK(handle.size() == TPD_IPC_HANDLE_SIZE && nbytes > 0, "An IPC handle of ", indexed, " has ",
+                TPD_IPC_HANDLE_SIZE, " bytes and names a storage of at least one byte, not ", handle.size(),
+                " bytes for ", nbytes, "; pass what share_memory_ returned.");
+    driver::IpcHandle raw{};
+    std::transform(handle.begin(), handle.end(), raw.begin(),
+                   [](int64_t value) { return static_cast<unsigned char>(value); });
+    driver::DeviceRuntime& runtime = device_runtime(indexed.type());
+    data = translate_runtime_errors([&] {
+      const driver::IpcMapping mapping = driver::ipc_open(runtime, indexed.index(), raw);
+      c10::DataPtr opened = shared_data(new SharedMemory{&runtime, indexed, mapping.pointer, raw, /*opened=*/true});
+      TORCH_CHECK(mapping.size >= bytes, "The shared memory of ", indexed, " holds ", mapping.size,
+                  " bytes, fewer than the ", nbytes, " of the storage sent; send the handle and size together.");
+      return opened;
+    });
+  }
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data), nullptr, /*resizable=*/false);
   auto tensor = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), device_key_set(indexed.type()),
                                                         caffe2::TypeMeta::Make<uint8_t>());
   tensor.unsafeGetTensorImpl()->set_sizes_contiguous({nbytes});
@@ -100,10 +138,10 @@ at::Tensor from_shared_memory(int64_t fd, int64_t nbytes, c10::Device device) {
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(torchplug, library) {
-  library.def("share_memory_(Tensor(a!) self) -> int");
-  library.def("from_shared_memory(int fd, int nbytes, Device device) -> Tensor");
+  library.def("share_memory_(Tensor(a!) self) -> int[]");
+  library.def("from_ipc_handle(int[] handle, int nbytes, Device device) -> Tensor");
   library.impl("share_memory_", c10::DispatchKey::CompositeExplicitAutograd, TORCH_FN(share_memory));
-  library.impl("from_shared_memory", c10::DispatchKey::CompositeExplicitAutograd, TORCH_FN(from_shared_memory));
+  library.impl("from_ipc_handle", c10::DispatchKey::CompositeExplicitAutograd, TORCH_FN(from_ipc_handle));
 }
 
 }  // namespace torchplug

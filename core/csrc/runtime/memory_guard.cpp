@@ -90,9 +90,10 @@ void set_strict_mode(bool enabled) {
   strict_enabled.store(enabled);
 }
 
-void* map_protected(size_t bytes) {
+void* map_protected(size_t bytes, int fd) {
   const size_t length = page_round(bytes == 0 ? 1 : bytes);
-  void* base = mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* base = fd < 0 ? mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                      : mmap(nullptr, length, PROT_NONE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     return nullptr;
   }

@@ -11,8 +11,9 @@ namespace torchplug::runtime {
 bool strict_mode();
 void set_strict_mode(bool enabled);
 
-// Page-granular device memory for strict mode: mapped inaccessible.
-void* map_protected(size_t bytes);
+// Page-granular device memory for strict mode: mapped inaccessible; private
+// pages, or the shared pages of the memory file `fd` (shareable memory).
+void* map_protected(size_t bytes, int fd = -1);
 // Returns false when `base` was not mapped by map_protected.
 bool unmap_protected(void* base);
 

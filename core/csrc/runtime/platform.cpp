@@ -1,7 +1,11 @@
 #include "runtime/platform.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -147,6 +151,68 @@ void Platform::set_current_device(int device_index) {
 }
 
 void* Platform::malloc(int device_index, size_t bytes) {
+  return allocate(device_index, bytes, Backing::kHeap, -1);
+}
+
+void* Platform::malloc_shareable(int device_index, size_t bytes) {
+  check_device(device_index);
+  // Sealed at its size: a process that maps it cannot shrink the pages from
+  // under the others (their next access would fault).
+  const int fd = memfd_create("torchplug-device-memory", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    const int error = errno;
+    throw OutOfMemoryError("Cannot create shareable memory for " + name_ + ":" + std::to_string(device_index) +
+                               ": " + std::strerror(error) +
+                               (error == EMFILE ? " (each shareable allocation holds a file descriptor until it "
+                                                  "is freed; raise the limit with `ulimit -n`)."
+                                                : "."),
+                           device_index, bytes, 0, capacity_);
+  }
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int error = errno;
+    close(fd);
+    throw OutOfMemoryError("The host could not back " + format_bytes(bytes) + " of shareable memory for " + name_ +
+                               ":" + std::to_string(device_index) + ": " + std::strerror(error) + ".",
+                           device_index, bytes, 0, capacity_);
+  }
+  try {
+    return allocate(device_index, bytes, Backing::kSharedFile, fd);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+}
+
+int Platform::shared_file(const void* base) const {
+  std::lock_guard<std::mutex> lock(segments_mutex_);
+  auto it = segments_.find(static_cast<const char*>(base));
+  return it == segments_.end() ? -1 : it->second.fd;
+}
+
+void* Platform::map_shared(int device_index, int fd, size_t bytes) {
+  check_device(device_index);
+  mark_initialized();
+  void* pointer = map_file(fd, bytes);
+  if (pointer == nullptr) {
+    throw OutOfMemoryError("Cannot map " + format_bytes(bytes) + " of shared memory as " + name_ + ":" +
+                               std::to_string(device_index) + " memory: " + std::strerror(errno) + ".",
+                           device_index, bytes, 0, capacity_);
+  }
+  std::lock_guard<std::mutex> lock(segments_mutex_);
+  segments_.emplace(static_cast<const char*>(pointer), Segment{bytes, device_index, Backing::kMapped, -1});
+  return pointer;
+}
+
+void* Platform::map_file(int fd, size_t bytes) {
+  if (strict_mode()) {
+    return map_protected(bytes, fd);
+  }
+  void* pointer = mmap(nullptr, bytes == 0 ? 1 : bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return pointer == MAP_FAILED ? nullptr : pointer;
+}
+
+void* Platform::allocate(int device_index, size_t bytes, Backing backing, int fd) {
   Device& dev = device(device_index);
   mark_initialized();
   {
@@ -170,7 +236,9 @@ void* Platform::malloc(int device_index, size_t bytes) {
     ++dev.stats.allocation_count;
   }
   void* pointer = nullptr;
-  if (strict_mode()) {
+  if (backing == Backing::kSharedFile) {
+    pointer = map_file(fd, bytes);
+  } else if (strict_mode()) {
     pointer = map_protected(bytes);
   } else if (posix_memalign(&pointer, kMemoryAlignment, bytes == 0 ? kMemoryAlignment : bytes) != 0) {
     pointer = nullptr;
@@ -184,7 +252,7 @@ void* Platform::malloc(int device_index, size_t bytes) {
                            device_index, bytes, 0, capacity_);
   }
   std::lock_guard<std::mutex> lock(segments_mutex_);
-  segments_.emplace(static_cast<const char*>(pointer), std::make_pair(bytes, device_index));
+  segments_.emplace(static_cast<const char*>(pointer), Segment{bytes, device_index, backing, fd});
   return pointer;
 }
 
@@ -192,26 +260,32 @@ void Platform::free(void* pointer) {
   if (pointer == nullptr) {
     return;
   }
-  size_t bytes = 0;
-  int device_index = 0;
+  Segment segment{};
   {
     std::lock_guard<std::mutex> lock(segments_mutex_);
     auto it = segments_.find(static_cast<const char*>(pointer));
     if (it == segments_.end()) {
       throw RuntimeError("Freeing a pointer that is not " + name_ + " device memory.");
     }
-    bytes = it->second.first;
-    device_index = it->second.second;
+    segment = it->second;
     segments_.erase(it);
   }
-  Device& dev = *devices_[device_index];
-  {
+  if (segment.backing != Backing::kMapped) {
+    Device& dev = *devices_[segment.device];
     std::lock_guard<std::mutex> lock(dev.mutex);
-    dev.stats.used_bytes -= static_cast<int64_t>(bytes);
+    dev.stats.used_bytes -= static_cast<int64_t>(segment.bytes);
     ++dev.stats.free_count;
   }
+  // Memory allocated in strict mode was mapped protected, whatever its backing.
   if (!unmap_protected(pointer)) {
-    std::free(pointer);
+    if (segment.backing == Backing::kHeap) {
+      std::free(pointer);
+    } else {
+      munmap(pointer, segment.bytes == 0 ? 1 : segment.bytes);
+    }
+  }
+  if (segment.fd >= 0) {
+    close(segment.fd);
   }
 }
 
@@ -247,8 +321,8 @@ int Platform::device_of(const void* pointer) const {
     return -1;
   }
   --it;
-  if (static_cast<const char*>(pointer) < it->first + std::max<size_t>(it->second.first, 1)) {
-    return it->second.second;
+  if (static_cast<const char*>(pointer) < it->first + std::max<size_t>(it->second.bytes, 1)) {
+    return it->second.device;
   }
   return -1;
 }

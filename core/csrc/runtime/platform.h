@@ -58,6 +58,17 @@ class Platform {
 
   // Device memory, like a driver's malloc: throws OutOfMemoryError.
   void* malloc(int device, size_t bytes);
+  // Device memory other processes can map: the shared pages of a memory file
+  // (memfd) this platform holds open until free. Counted as malloc's.
+  void* malloc_shareable(int device, size_t bytes);
+  // The memory file behind `base` from malloc_shareable, or -1.
+  int shared_file(const void* base) const;
+  // Maps `bytes` of the memory file `fd` (another allocation's, from
+  // malloc_shareable in any process) as device memory of `device`, until free.
+  // Not counted against the device: the allocation's owner counts it.
+  // The caller still owns `fd` and may close it: the mapping holds the pages.
+  void* map_shared(int device, int fd, size_t bytes);
+  // Frees memory of malloc and malloc_shareable, and unmaps map_shared's.
   void free(void* pointer);
   // Counts memory the platform did not map itself (a kernel's output taken
   // over as device memory) against a device's capacity.
@@ -106,6 +117,18 @@ class Platform {
   Device& device_with_streams(int device_index, std::unique_lock<std::mutex>& lock);
   void mark_initialized();
   static void mark_bad_forks();
+  // Where a segment's memory comes from, for free.
+  enum class Backing { kHeap, kSharedFile, kMapped };
+  struct Segment {
+    size_t bytes;
+    int device;
+    Backing backing;
+    int fd;  // kSharedFile: the memory file, closed by free; else -1
+  };
+  // Counts `bytes` against `device` (OutOfMemoryError when they do not fit), then backs them.
+  void* allocate(int device, size_t bytes, Backing backing, int fd);
+  // Maps `bytes` of memory file `fd`, protected in strict mode: null when mmap fails.
+  static void* map_file(int fd, size_t bytes);
 
   const std::string name_;
   const int id_;  // slot in the per-thread current-device table
@@ -117,7 +140,7 @@ class Platform {
   // Ids of created streams start past the pool's, so no two streams of a device share one.
   std::atomic<int64_t> next_created_stream_id_{kStreamPoolSize + 1};
   mutable std::mutex segments_mutex_;
-  std::map<const char*, std::pair<size_t, int>> segments_;  // base -> (bytes, device)
+  std::map<const char*, Segment> segments_;  // by base
   mutable std::mutex host_mutex_;
   std::map<const char*, size_t> host_blocks_;
 };

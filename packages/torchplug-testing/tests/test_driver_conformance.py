@@ -261,7 +261,9 @@ def test_the_simulator_driver_conforms(tmp_path: Path) -> None:
     assert list(results) == list(CHECKS)
     failed = {name: entry["detail"] for name, entry in results.items() if entry["status"] == "FAIL"}
     assert failed == {}
-    # The simulator has every capability; of the extensions it lacks only IPC.
-    skipped = {name for name, entry in results.items() if entry["status"] == "SKIP"}
-    assert skipped <= {"ipc_extension"}
+    # The simulator has every capability and extension.
+    skipped = {
+        name: entry["detail"] for name, entry in results.items() if entry["status"] == "SKIP"
+    }
+    assert skipped == {}
     assert run.returncode == 0

@@ -36,42 +36,34 @@ Extension extension_table(size_t struct_size, TPD_ExtensionType type, const void
 
 }  // namespace
 
-namespace controls {
-namespace {
+// Defines `space::extension`, the table `Type` of extension `type` whose
+// functions (the bodies in namespace `space`) are those of the list
+// `FUNCTIONS`, and whose chain goes on at `next`.
+#define TPD_SIMULATOR_DEFINE_EXTENSION(space, Type, type, next, FUNCTIONS)                       \
+  namespace space {                                                                               \
+  namespace {                                                                                     \
+  Type make_extension() {                                                                         \
+    auto table = extension_table<Type>(Type##_STRUCT_SIZE, type, next);                           \
+    FUNCTIONS(TPD_SIMULATOR_SET_MEMBER)                                                           \
+    return table;                                                                                 \
+  }                                                                                               \
+  const Type extension = make_extension();                                                        \
+  }                                                                                               \
+  }
 
-TPD_SimulatorExtension make_extension() {
-  auto table = extension_table<TPD_SimulatorExtension>(TPD_SimulatorExtension_STRUCT_SIZE,
-                                                       TPD_EXTENSION_SIMULATOR, nullptr);
-  TPD_SIMULATOR_CONTROL_FUNCTIONS(TPD_SIMULATOR_SET_MEMBER)
-  return table;
-}
-
-const TPD_SimulatorExtension extension = make_extension();
-
-}  // namespace
-}  // namespace controls
-
-namespace profiler {
-namespace {
-
-TPD_ProfilerExtension make_extension() {
-  auto table = extension_table<TPD_ProfilerExtension>(TPD_ProfilerExtension_STRUCT_SIZE, TPD_EXTENSION_PROFILER,
-                                                      &controls::extension);
-  TPD_SIMULATOR_PROFILER_FUNCTIONS(TPD_SIMULATOR_SET_MEMBER)
-  return table;
-}
-
-const TPD_ProfilerExtension extension = make_extension();
-
-}  // namespace
-}  // namespace profiler
+TPD_SIMULATOR_DEFINE_EXTENSION(controls, TPD_SimulatorExtension, TPD_EXTENSION_SIMULATOR, nullptr,
+                               TPD_SIMULATOR_CONTROL_FUNCTIONS)
+TPD_SIMULATOR_DEFINE_EXTENSION(profiler, TPD_ProfilerExtension, TPD_EXTENSION_PROFILER, &controls::extension,
+                               TPD_SIMULATOR_PROFILER_FUNCTIONS)
+TPD_SIMULATOR_DEFINE_EXTENSION(ipc, TPD_IpcExtension, TPD_EXTENSION_IPC, &profiler::extension,
+                               TPD_SIMULATOR_IPC_FUNCTIONS)
 
 namespace {
 
 TPD_Api make_api() {
   TPD_Api table{};
   table.struct_size = TPD_Api_STRUCT_SIZE;
-  table.extension_start = &profiler::extension.base;
+  table.extension_start = &ipc::extension.base;
   table.api_version.major = TPD_API_MAJOR;
   table.api_version.minor = TPD_API_MINOR;
   table.driver_name = "torchplug simulator";

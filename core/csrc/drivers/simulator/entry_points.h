@@ -47,6 +47,13 @@
   /* streams.cpp */                                                  \
   X(stream_wait_idle, TPD_Stream_Query_Args)
 
+// TPD_IpcExtension's functions (ipc.cpp; ipc_allocate in memory.cpp), in namespace ipc.
+#define TPD_SIMULATOR_IPC_FUNCTIONS(X)         \
+  X(ipc_allocate, TPD_Ipc_Allocate_Args)       \
+  X(ipc_get_handle, TPD_Ipc_GetHandle_Args)    \
+  X(ipc_open, TPD_Ipc_Open_Args)               \
+  X(ipc_close, TPD_Ipc_Close_Args)
+
 // TPD_ProfilerExtension's functions (extensions.cpp), in namespace profiler.
 #define TPD_SIMULATOR_PROFILER_FUNCTIONS(X) X(event_timestamp, TPD_Profiler_EventTimestamp_Args)
 
@@ -75,6 +82,10 @@ TPD_SIMULATOR_API_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
 
 // The extensions' functions have namespaces of their own: their member names
 // are short, and would read as the table's own in this one.
+namespace ipc {
+TPD_SIMULATOR_IPC_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
+}  // namespace ipc
+
 namespace profiler {
 TPD_SIMULATOR_PROFILER_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
 }  // namespace profiler

@@ -207,6 +207,10 @@ void Client::remove_allocation(const void* pointer) {
   const char* base = static_cast<const char*>(pointer);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = allocations_.find(base);
+  if (it != allocations_.end() && opened_.count(pointer) != 0) {
+    throw Error(TPD_INVALID_HANDLE, "memory_free: " + address(pointer) +
+                                        " was mapped by ipc_open, not allocated; close it with ipc_close.");
+  }
   if (it != allocations_.end()) {
     allocations_.erase(it);
     return;
@@ -220,6 +224,23 @@ void Client::remove_allocation(const void* pointer) {
     message += " of this client: it was freed already, or comes from another client or allocator.";
   }
   throw Error(TPD_INVALID_HANDLE, message);
+}
+
+void Client::add_opened(void* pointer, size_t size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocations_.emplace(static_cast<const char*>(pointer), size);
+  opened_.insert(pointer);
+}
+
+void Client::remove_opened(const void* pointer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (opened_.erase(pointer) == 0) {
+    throw Error(TPD_INVALID_HANDLE, "ipc_close: " + address(pointer) +
+                                        " is not ipc_open's address of memory this client mapped and did not "
+                                        "close yet: close each mapping once, and free allocations with "
+                                        "memory_free.");
+  }
+  allocations_.erase(static_cast<const char*>(pointer));
 }
 
 void Client::add_host_allocation(void* pointer) {
@@ -246,6 +267,7 @@ void Client::release() {
     streams.swap(streams_);
     events.swap(events_);
     allocations.swap(allocations_);
+    opened_.clear();  // platform_.free below unmaps them with the rest
     host_allocations.swap(host_allocations_);
   }
   // Queued work may still use the memory released below.

@@ -79,8 +79,15 @@ class Client {
   // `pointer` is in none of its allocations, TPD_INVALID_ARGUMENT when the
   // bytes run past the end of the one it is in.
   void check_device_memory(const void* pointer, size_t size, const char* name) const;
-  // Forgets the allocation starting at `pointer`, which the caller then frees.
+  // Forgets the allocation starting at `pointer`, which the caller then frees:
+  // TPD_INVALID_HANDLE for none, or for memory ipc_open mapped.
   void remove_allocation(const void* pointer);
+  // Device memory ipc_open mapped: device memory of this client, as an
+  // allocation is, but closed with remove_opened instead of freed.
+  void add_opened(void* pointer, size_t size);
+  // Forgets the mapping starting at `pointer`, which the caller then unmaps:
+  // TPD_INVALID_HANDLE for one ipc_open did not return, or closed already.
+  void remove_opened(const void* pointer);
 
   void add_host_allocation(void* pointer);
   void remove_host_allocation(const void* pointer);
@@ -98,6 +105,7 @@ class Client {
   std::unordered_map<uintptr_t, std::shared_ptr<runtime::Stream>> streams_;
   std::unordered_map<uintptr_t, std::shared_ptr<EventHandle>> events_;
   std::map<const char*, size_t> allocations_;  // base -> size; ordered, to find the one holding an address
+  std::set<const void*> opened_;               // the allocations that ipc_open mapped
   std::set<const void*> host_allocations_;
 };
 

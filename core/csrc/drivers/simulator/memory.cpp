@@ -49,16 +49,28 @@ void copy_to_device(runtime::Platform& platform, runtime::Stream& stream, void* 
   });
 }
 
-// Device memory and pinned host memory are handed out and taken back alike;
-// only the platform's and the client's calls for them differ.
-enum class Memory { kDevice, kPinnedHost };
+// Device memory (shareable or not) and pinned host memory are handed out and
+// taken back alike; only the platform's and the client's calls for them differ.
+enum class Memory { kDevice, kShareable, kPinnedHost };
 
 void release(runtime::Platform& platform, Memory memory, void* pointer) {
-  if (memory == Memory::kDevice) {
-    platform.free(pointer);
-  } else {
+  if (memory == Memory::kPinnedHost) {
     platform.host_free(pointer);
+  } else {
+    platform.free(pointer);
   }
+}
+
+void* platform_allocate(runtime::Platform& platform, Memory memory, int device, size_t size) {
+  switch (memory) {
+    case Memory::kDevice:
+      return platform.malloc(device, size);
+    case Memory::kShareable:
+      return platform.malloc_shareable(device, size);
+    case Memory::kPinnedHost:
+      break;
+  }
+  return platform.host_malloc(size);
 }
 
 // `size` bytes of `memory` (on `device`, for device memory), recorded in the
@@ -68,12 +80,12 @@ void* allocate(Client& client, Memory memory, int device, size_t size) {
     return nullptr;
   }
   runtime::Platform& platform = client.platform();
-  void* pointer = memory == Memory::kDevice ? platform.malloc(device, size) : platform.host_malloc(size);
+  void* pointer = platform_allocate(platform, memory, device, size);
   try {
-    if (memory == Memory::kDevice) {
-      client.add_allocation(pointer, size);
-    } else {
+    if (memory == Memory::kPinnedHost) {
       client.add_host_allocation(pointer);
+    } else {
+      client.add_allocation(pointer, size);
     }
   } catch (...) {  // recording allocates: the memory must not leak when it fails
     release(platform, memory, pointer);
@@ -101,6 +113,11 @@ void free_allocation(Client& client, Memory memory, void* pointer) {
 void memory_allocate(TPD_Memory_Allocate_Args& args) {
   auto client = find_client(args.client, args.device);
   args.pointer = allocate(*client, Memory::kDevice, args.device, args.size);
+}
+
+void ipc::ipc_allocate(TPD_Ipc_Allocate_Args& args) {
+  auto client = find_client(args.client, args.device);
+  args.pointer = allocate(*client, Memory::kShareable, args.device, args.size);
 }
 
 void memory_free(TPD_Memory_Free_Args& args) {

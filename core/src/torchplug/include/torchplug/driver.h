@@ -356,26 +356,71 @@ typedef struct TPD_ExtensionBase {
   const struct TPD_ExtensionBase* next; /* NULL ends the chain */
 } TPD_ExtensionBase;
 
-/* IPC: a handle names device memory so another process can map it. */
+/* IPC: device memory shared between processes, as CUDA IPC shares it.
+ *
+ * The owning process allocates memory that can be shared (ipc_allocate; memory
+ * from memory_allocate need not be shareable, so the core moves what it shares
+ * into such memory first), names it with a handle (ipc_get_handle): plain bytes
+ * the owner sends by any means. Another process maps the memory with the handle
+ * (ipc_open) and unmaps it (ipc_close); both see each other's writes. The core
+ * orders the accesses (it synchronises before it hands a handle out).
+ *
+ * Lifetime, as in CUDA: the owner keeps its allocation, freed with memory_free,
+ * until every receiver has closed it. ipc_open of a handle whose allocation was
+ * freed, or whose owner exited, fails with TPD_INVALID_HANDLE (never a crash);
+ * whether memory already opened stays valid after the owner freed it is the
+ * driver's to say (the simulator's stays valid until the last process unmaps it).
+ *
+ * The simulator's handle: a memfd-backed allocation, named by the owner's pid,
+ * the descriptor's number, and its inode (st_dev, st_ino) and size; ipc_open
+ * opens /proc/<pid>/fd/<fd>, checks the inode and size (a descriptor number
+ * reused for another file is refused), and maps it. No name exists in any file
+ * system, so a crashed process leaves nothing behind: the kernel frees the
+ * pages when the last descriptor and mapping go. Opening needs the rights to
+ * read the owner's /proc/<pid>/fd (the same user, as for ptrace reading). */
 #define TPD_IPC_HANDLE_SIZE 64
+
+/* Device memory other processes can open: freed with memory_free, usable as
+ * memory_allocate's (copies, memset) and counted against the device alike. */
 typedef struct {
   size_t struct_size;
   TPD_Client* client;
-  void* pointer;                          /* the start of an allocation */
+  int device;
+  size_t size;   /* bytes; 0 gives a NULL pointer and no error */
+  void* pointer; /* out */
+} TPD_Ipc_Allocate_Args;
+#define TPD_Ipc_Allocate_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Ipc_Allocate_Args, pointer)
+
+/* The handle of an allocation from ipc_allocate: the same bytes on every call.
+ * TPD_INVALID_ARGUMENT for memory of memory_allocate (unless the driver can
+ * share it too) or for an address inside an allocation rather than its start;
+ * TPD_INVALID_HANDLE for memory this client did not allocate. */
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  void* pointer;                             /* the start of an allocation */
   unsigned char handle[TPD_IPC_HANDLE_SIZE]; /* out */
 } TPD_Ipc_GetHandle_Args;
 #define TPD_Ipc_GetHandle_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Ipc_GetHandle_Args, handle)
 
+/* Maps the memory a handle names as device memory of `device` for this client
+ * (copies, memset; not memory_free) until ipc_close. Each call maps it anew,
+ * also in the owning process, and each mapping is closed once. Bytes that are
+ * no handle of this driver are TPD_INVALID_ARGUMENT; a handle of memory freed,
+ * or of a process gone, is TPD_INVALID_HANDLE. */
 typedef struct {
   size_t struct_size;
   TPD_Client* client;
   int device;
   const unsigned char* handle; /* TPD_IPC_HANDLE_SIZE bytes from ipc_get_handle in any process */
   void* pointer;               /* out: mapped until ipc_close */
-  size_t size;                 /* out */
+  size_t size;                 /* out: the allocation's size */
 } TPD_Ipc_Open_Args;
 #define TPD_Ipc_Open_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Ipc_Open_Args, size)
 
+/* Unmaps memory from ipc_open: the caller has made sure no queued work uses it.
+ * TPD_INVALID_HANDLE for a pointer ipc_open did not return, or closed already.
+ * client_destroy closes what its client left open. */
 typedef struct {
   size_t struct_size;
   TPD_Client* client;
@@ -385,6 +430,7 @@ typedef struct {
 
 typedef struct {
   TPD_ExtensionBase base;
+  TPD_Error* (*ipc_allocate)(TPD_Ipc_Allocate_Args* args);
   TPD_Error* (*ipc_get_handle)(TPD_Ipc_GetHandle_Args* args);
   TPD_Error* (*ipc_open)(TPD_Ipc_Open_Args* args);
   TPD_Error* (*ipc_close)(TPD_Ipc_Close_Args* args);

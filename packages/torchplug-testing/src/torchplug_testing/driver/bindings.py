@@ -189,6 +189,7 @@ TPD_Event_ElapsedTime_Args = _client("TPD_Event_ElapsedTime_Args", "TPD_Event* s
 
 # -------------------------------------------------------------- extensions
 TPD_ExtensionBase = _sized("TPD_ExtensionBase", "TPD_ExtensionType type; const TPD_ExtensionBase* next")
+TPD_Ipc_Allocate_Args = _client("TPD_Ipc_Allocate_Args", "int device; size_t size; void* pointer")
 TPD_Ipc_GetHandle_Args = _client("TPD_Ipc_GetHandle_Args", f"void* pointer; unsigned char handle[{IPC_HANDLE_SIZE}]")
 TPD_Ipc_Open_Args = _client("TPD_Ipc_Open_Args", "int device; const unsigned char* handle; void* pointer; size_t size")
 TPD_Ipc_Close_Args = _client("TPD_Ipc_Close_Args", "void* pointer")
@@ -205,6 +206,7 @@ TPD_Simulator_Sleep_Args = _client("TPD_Simulator_Sleep_Args", "TPD_Stream* stre
 # fmt: on
 
 IPC_MEMBERS: tuple[Member, ...] = (
+    ("ipc_allocate", TPD_Ipc_Allocate_Args, True),
     ("ipc_get_handle", TPD_Ipc_GetHandle_Args, True),
     ("ipc_open", TPD_Ipc_Open_Args, True),
     ("ipc_close", TPD_Ipc_Close_Args, True),

@@ -17,7 +17,10 @@ from torchplug_testing.driver.bindings import (
     ErrorCode,
     ExtensionType,
     SimulatorFault,
+    TPD_Ipc_Allocate_Args,
+    TPD_Ipc_Close_Args,
     TPD_Ipc_GetHandle_Args,
+    TPD_Ipc_Open_Args,
     TPD_Profiler_EventTimestamp_Args,
     TPD_Simulator_Access_Args,
     TPD_Simulator_Adopt_Args,
@@ -30,29 +33,47 @@ from torchplug_testing.driver.bindings import (
 )
 from torchplug_testing.driver.harness import Context, Skip, check, ensure
 
-# Another process maps the allocation by its handle and reads it back; CUDA-like
-# drivers refuse to open a handle in the process that made it, so this is the test.
-IPC_READER = """
+# Another process opens a handle (CUDA-like drivers refuse to open a handle in the
+# process that made it, so the checks use another). "read": it reads the memory,
+# writes the bytes reversed for the owner to see, and closes it (twice: the second
+# must be refused); "open": it prints the error code of opening the handle, or OPENED.
+IPC_PEER = """
 import ctypes, sys
 from ctypes import byref
 from torchplug_testing.driver.bindings import (
-    TPD_Ipc_Close_Args, TPD_Ipc_Open_Args, CopyKind, ExtensionType, new)
+    TPD_Ipc_Close_Args, TPD_Ipc_Open_Args, CopyKind, ErrorCode, ExtensionType, new)
 from torchplug_testing.driver.harness import Context
-from torchplug_testing.driver.loader import load
+from torchplug_testing.driver.loader import DriverError, load
 
-library, name, options, handle, size = sys.argv[1:6]
+library, name, options, mode, handle, size = sys.argv[1:7]
 ctx = Context(load(library), name, options or None)
 raw = (ctypes.c_ubyte * len(bytes.fromhex(handle))).from_buffer_copy(bytes.fromhex(handle))
 opened = new(TPD_Ipc_Open_Args, client=ctx.client, device=0, handle=ctypes.addressof(raw))
-ctx.driver.call_extension(ExtensionType.IPC, "ipc_open", byref(opened))
+try:
+    ctx.driver.call_extension(ExtensionType.IPC, "ipc_open", byref(opened))
+except DriverError as error:
+    sys.stdout.write(error.code.name)
+    sys.exit(0)
+if mode == "open":
+    sys.stdout.write("OPENED")
+    sys.exit(0)
 if opened.size < int(size):
     sys.exit(f"ipc_open mapped {opened.size} bytes of an allocation of {size}")
 stream = ctx.stream()
 result = ctypes.create_string_buffer(int(size))
 ctx.copy(stream, result, opened.pointer, int(size), CopyKind.DEVICE_TO_HOST)
 ctx.synchronize(stream)
-ctx.driver.call_extension(
-    ExtensionType.IPC, "ipc_close", byref(new(TPD_Ipc_Close_Args, client=ctx.client, pointer=opened.pointer)))
+reply = ctypes.create_string_buffer(result.raw[::-1], int(size))
+ctx.copy(stream, opened.pointer, reply, int(size), CopyKind.HOST_TO_DEVICE)
+ctx.synchronize(stream)
+close = new(TPD_Ipc_Close_Args, client=ctx.client, pointer=opened.pointer)
+ctx.driver.call_extension(ExtensionType.IPC, "ipc_close", byref(close))
+try:
+    ctx.driver.call_extension(ExtensionType.IPC, "ipc_close", byref(close))
+    sys.exit("a second ipc_close of the same mapping succeeded")
+except DriverError as error:
+    if error.code is not ErrorCode.INVALID_HANDLE:
+        sys.exit(f"a second ipc_close gave {error}, not INVALID_HANDLE")
 ctx.destroy_stream(stream)
 ctx.destroy_client(ctx.client)
 sys.stdout.write(result.raw.hex())
@@ -64,42 +85,93 @@ def _require(ctx: Context, kind: ExtensionType) -> None:
         raise Skip(f"the driver offers no {kind.name} extension")
 
 
-@check
-def check_ipc_extension(ctx: Context) -> None:
-    """IPC: another process maps an allocation by its handle and reads its bytes."""
-    _require(ctx, ExtensionType.IPC)
-    size = 65536 + 3
-    pattern = random.Random(7).randbytes(size)
-    address, stream, source = ctx.allocate(size), ctx.stream(), create_string_buffer(pattern, size)
-    ctx.copy(stream, address, source, size, CopyKind.HOST_TO_DEVICE)
-    ctx.synchronize(stream)
-    args = new(TPD_Ipc_GetHandle_Args, client=ctx.client, pointer=address)
-    ctx.driver.call_extension(ExtensionType.IPC, "ipc_get_handle", byref(args))
-    handle = bytes(args.handle)
-    ensure(len(handle) == IPC_HANDLE_SIZE, "the handle has the wrong size")
-    reader = subprocess.run(
-        [
-            sys.executable,
-            "-P",
-            "-c",
-            IPC_READER,
-            ctx.driver.path,
-            ctx.name,
-            ctx.options or "",
-            handle.hex(),
-            str(size),
-        ],
+def _ipc(ctx: Context, member: str, struct: Any, **values: Any) -> Any:
+    args = new(struct, client=ctx.client, **values)
+    ctx.driver.call_extension(ExtensionType.IPC, member, byref(args))
+    return args
+
+
+def _ipc_peer(ctx: Context, mode: str, handle: bytes, size: int) -> str:
+    """What the other process (IPC_PEER in ``mode``) printed."""
+    arguments = [ctx.driver.path, ctx.name, ctx.options or "", mode, handle.hex(), str(size)]
+    peer = subprocess.run(
+        [sys.executable, "-P", "-c", IPC_PEER, *arguments],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=60,
         check=False,
     )
     ensure(
-        reader.returncode == 0,
-        f"the reading process failed ({reader.returncode}): {reader.stderr.strip()[-2000:]}",
+        peer.returncode == 0,
+        f"the other process failed ({peer.returncode}): {peer.stderr.strip()[-2000:]}",
     )
-    ensure(bytes.fromhex(reader.stdout) == pattern, "the other process read other bytes")
+    return peer.stdout
+
+
+@check
+def check_ipc_extension(ctx: Context) -> None:
+    """IPC: another process opens shareable memory by its handle, reads its bytes and
+    writes bytes the owner reads back; it closes the mapping once."""
+    _require(ctx, ExtensionType.IPC)
+    size = 65536 + 3
+    pattern = random.Random(7).randbytes(size)
+    address = _ipc(ctx, "ipc_allocate", TPD_Ipc_Allocate_Args, device=0, size=size).pointer
+    stream, source = ctx.stream(), create_string_buffer(pattern, size)
+    ctx.copy(stream, address, source, size, CopyKind.HOST_TO_DEVICE)
+    ctx.synchronize(stream)
+    handle = bytes(_ipc(ctx, "ipc_get_handle", TPD_Ipc_GetHandle_Args, pointer=address).handle)
+    ensure(len(handle) == IPC_HANDLE_SIZE, "the handle has the wrong size")
+    again = bytes(_ipc(ctx, "ipc_get_handle", TPD_Ipc_GetHandle_Args, pointer=address).handle)
+    ensure(again == handle, "two handles of the same memory differ")
+    read = _ipc_peer(ctx, "read", handle, size)
+    ensure(bytes.fromhex(read) == pattern, f"the other process read other bytes ({read[:80]})")
+    written = create_string_buffer(size)
+    ctx.copy(stream, written, address, size, CopyKind.DEVICE_TO_HOST)
+    ctx.synchronize(stream)
+    ensure(written.raw == pattern[::-1], "the owner does not see the other process's writes")
     ctx.free(address)
+    ctx.destroy_stream(stream)
+
+
+@check
+def check_ipc_errors(ctx: Context) -> None:
+    """IPC: bytes that are no handle, a handle of freed memory, and a pointer ipc_open did
+    not return are errors with a status, not crashes."""
+    _require(ctx, ExtensionType.IPC)
+    garbage = (ctypes.c_ubyte * IPC_HANDLE_SIZE)(*random.Random(3).randbytes(IPC_HANDLE_SIZE))
+    for handle in (garbage, (ctypes.c_ubyte * IPC_HANDLE_SIZE)()):
+        ctx.expect(
+            (ErrorCode.INVALID_ARGUMENT, ErrorCode.INVALID_HANDLE),
+            _ipc,
+            ctx,
+            "ipc_open",
+            TPD_Ipc_Open_Args,
+            device=0,
+            handle=ctypes.addressof(handle),
+        )
+    ctx.expect(
+        ErrorCode.INVALID_ARGUMENT, _ipc, ctx, "ipc_open", TPD_Ipc_Open_Args, device=0, handle=None
+    )
+    address = _ipc(ctx, "ipc_allocate", TPD_Ipc_Allocate_Args, device=0, size=4096).pointer
+    ctx.expect(
+        ErrorCode.INVALID_HANDLE, _ipc, ctx, "ipc_close", TPD_Ipc_Close_Args, pointer=address
+    )
+    handle = bytes(_ipc(ctx, "ipc_get_handle", TPD_Ipc_GetHandle_Args, pointer=address).handle)
+    ctx.free(address)
+    opened = _ipc_peer(ctx, "open", handle, 4096)
+    ensure(
+        opened == ErrorCode.INVALID_HANDLE.name,
+        f"opening the handle of freed memory in another process gave {opened}, not INVALID_HANDLE",
+    )
+    ctx.expect(
+        ErrorCode.INVALID_DEVICE,
+        _ipc,
+        ctx,
+        "ipc_allocate",
+        TPD_Ipc_Allocate_Args,
+        device=ctx.device_count,
+        size=64,
+    )
 
 
 @check
