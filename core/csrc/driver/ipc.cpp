@@ -4,6 +4,7 @@
 #include <iterator>
 #include <string>
 
+#include "driver/call_args.h"
 #include "driver/device_runtime.h"
 #include "driver/driver_library.h"
 
@@ -26,29 +27,34 @@ const TPD_IpcExtension& extension(const DeviceRuntime& runtime) {
 }  // namespace
 
 void* ipc_allocate(const DeviceRuntime& runtime, int device, size_t bytes) {
-  const auto args = TPD_CALL(runtime.library(), extension(runtime), ipc_allocate, TPD_Ipc_Allocate_Args,
-                             args_.client = runtime.client(), args_.device = device, args_.size = bytes);
+  auto args = client_args<TPD_Ipc_Allocate_Args>(TPD_Ipc_Allocate_Args_STRUCT_SIZE, runtime.client());
+  args.device = device;
+  args.size = bytes;
+  runtime.library().check(extension(runtime).ipc_allocate(&args));
   return args.pointer;
 }
 
 IpcHandle ipc_get_handle(const DeviceRuntime& runtime, void* pointer) {
-  const auto args = TPD_CALL(runtime.library(), extension(runtime), ipc_get_handle, TPD_Ipc_GetHandle_Args,
-                             args_.client = runtime.client(), args_.pointer = pointer);
+  auto args = client_args<TPD_Ipc_GetHandle_Args>(TPD_Ipc_GetHandle_Args_STRUCT_SIZE, runtime.client());
+  args.pointer = pointer;
+  runtime.library().check(extension(runtime).ipc_get_handle(&args));
   IpcHandle handle;
   std::copy(std::begin(args.handle), std::end(args.handle), handle.begin());
   return handle;
 }
 
 IpcMapping ipc_open(const DeviceRuntime& runtime, int device, const IpcHandle& handle) {
-  const auto args = TPD_CALL(runtime.library(), extension(runtime), ipc_open, TPD_Ipc_Open_Args,
-                             args_.client = runtime.client(), args_.device = device,
-                             args_.handle = handle.data());
+  auto args = client_args<TPD_Ipc_Open_Args>(TPD_Ipc_Open_Args_STRUCT_SIZE, runtime.client());
+  args.device = device;
+  args.handle = handle.data();
+  runtime.library().check(extension(runtime).ipc_open(&args));
   return {args.pointer, args.size};
 }
 
 void ipc_close(const DeviceRuntime& runtime, void* pointer) {
-  TPD_CALL(runtime.library(), extension(runtime), ipc_close, TPD_Ipc_Close_Args, args_.client = runtime.client(),
-           args_.pointer = pointer);
+  auto args = client_args<TPD_Ipc_Close_Args>(TPD_Ipc_Close_Args_STRUCT_SIZE, runtime.client());
+  args.pointer = pointer;
+  runtime.library().check(extension(runtime).ipc_close(&args));
 }
 
 }  // namespace torchplug::driver
