@@ -24,6 +24,7 @@
 #include "launch/stream_trace.h"
 #include "launch/sync_debug.h"
 #include "bindings/compiled_kernels.h"
+#include "bindings/fallback_report.h"
 #include "bindings/kernel_api.h"
 #include "driver/driver_library.h"
 #include "driver/memory_access.h"
@@ -153,6 +154,7 @@ PYBIND11_MODULE(_C, m) {
   // For plugins' native kernels: torchplug/kernel_api.h.
   m.attr("_kernel_api") = kernel_api_capsule();
   bind_compiled_kernels(m);
+  bind_fallback_report(m);
 
   py::register_exception_translator([](std::exception_ptr error) {
     try {

@@ -1,5 +1,7 @@
 #include "kernels/cpu_fallback.h"
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 
 #include <ATen/core/op_registration/adaption.h>
@@ -8,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "device/generator.h"
+#include "kernels/fallback_report.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
 #include "memory/sparse_alias.h"
@@ -195,15 +198,24 @@ c10::IValue convert_argument(CallState& state, const c10::Argument& argument, c1
   return value;
 }
 
+// The argument a kernel's result is (in-place and out= return their
+// argument), or null for a new tensor.
+const Aliased* returned_argument(const CallState& state, const at::Tensor& result) {
+  for (const Aliased& entry : state.aliased) {
+    if (result.unsafeGetTensorImpl() == entry.alias.unsafeGetTensorImpl()) {
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
 // A kernel's result as the device tensor the caller should see.
 at::Tensor to_device(const CallState& state, const at::Tensor& result) {
   if (!result.defined() || !result.device().is_cpu()) {
     return result;
   }
-  for (const Aliased& entry : state.aliased) {
-    if (result.unsafeGetTensorImpl() == entry.alias.unsafeGetTensorImpl()) {
-      return entry.original;  // in-place and out= return their argument
-    }
+  if (const Aliased* argument = returned_argument(state, result)) {
+    return argument->original;
   }
   check_result_fits_device(state, result);
   if (is_sparse_layout(result)) {
@@ -279,9 +291,17 @@ c10::DispatchKeySet host_keys(c10::DispatchKeySet keys) {
   }
 }
 
+// What the fallback report counts of a result: the bytes of a new dense
+// tensor; a returned argument was counted as an argument.
+uint64_t result_bytes(const CallState& state, const at::Tensor& result) {
+  const bool counted = !result.defined() || result.layout() != c10::kStrided || returned_argument(state, result);
+  return counted ? 0 : result.nbytes();
+}
+
 }  // namespace
 
 void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const auto started = std::chrono::steady_clock::now();
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t num_arguments = arguments.size();
@@ -309,16 +329,18 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
     (*stack)[first + state.generator_slot] = c10::IValue(engine_of(default_generator(state.device)));
   }
 
+  uint64_t bytes = 0;
   {
     std::vector<const void*> accessed;
-    if (driver::strict_memory()) {
-      for (const Aliased& entry : state.aliased) {
-        if (entry.strided()) {
+    for (const Aliased& entry : state.aliased) {
+      if (entry.strided()) {
+        bytes += entry.original.nbytes();
+        if (driver::strict_memory()) {
           accessed.push_back(entry.original.storage().data());
         }
       }
     }
-    const KernelLaunch launch(schema.name().c_str(), state.device, accessed);
+    const KernelLaunch launch(schema.name().c_str(), state.device, accessed, {ActivityKind::kFallbackKernel});
     op.redispatchBoxed(cpu_keys, stack);
     for (const Aliased& entry : state.aliased) {
       if (entry.mutable_arg) {
@@ -332,6 +354,7 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
   for (size_t i = 0; i < num_returns; ++i) {
     c10::IValue& result = (*stack)[returns_begin + i];
     if (result.isTensor()) {
+      bytes += result_bytes(state, result.toTensor());
       result = to_device(state, result.toTensor());
     } else if (result.isTensorList()) {
       auto list = result.toTensorList();
@@ -339,10 +362,12 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
         // Taken out of the list, a fresh result is held once and is adopted
         // rather than copied (see adopt_host_tensor).
         const at::Tensor element = list.extract(j);
+        bytes += result_bytes(state, element);
         list.set(j, to_device(state, element));
       }
     }
   }
+  count_fallback(op, state.device, bytes, std::chrono::steady_clock::now() - started);
 }
 
 }  // namespace torchplug

@@ -214,7 +214,7 @@ KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, con
 KernelLaunch::KernelLaunch(const char* name, c10::Device device, const std::vector<const void*>& memory,
                            LaunchOptions options)
     : guard_(device), order_(name, device, options), access_(memory), activity_(name, device, options.kind) {
-  if (options.kind == ActivityKind::kKernel) {
+  if (options.kind != ActivityKind::kMemcpy) {
     // Every kernel that runs at its launch (the fallback's, hpu's, vendor
     // and compiled kernels) can fail as a faulting kernel does: here.
     fail_if_injected(name, device);

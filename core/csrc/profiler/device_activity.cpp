@@ -54,7 +54,9 @@ void DeviceActivity::finish() noexcept {
   try {
     // Kernels are named after their operator, suffixed so that profiler tables,
     // which group events by name, keep them apart from the CPU-side op.
-    std::string name = kind_ == ActivityKind::kKernel ? std::string(name_) + " kernel" : std::string(name_);
+    std::string name = kind_ == ActivityKind::kKernel           ? std::string(name_) + " kernel"
+                       : kind_ == ActivityKind::kFallbackKernel ? std::string(name_) + " (CPU fallback)"
+                                                                : std::string(name_);
     record_activity({std::move(name), kind_, device_, stream_.value_or(current_stream(device_).id()), start_ns_,
                      activity_clock_ns(), correlation_.value_or(current_correlation_id())});
   } catch (...) {

@@ -15,7 +15,10 @@
 
 namespace torchplug {
 
-enum class ActivityKind { kKernel, kMemcpy };
+// A fallback kernel is the CPU's kernel run for an operator the device has
+// none for (kernels/cpu_fallback.cpp): traces name it apart from the device's
+// own kernels, so a slow step shows which operators fell back.
+enum class ActivityKind { kKernel, kFallbackKernel, kMemcpy };
 
 struct RecordedActivity {
   std::string name;

@@ -63,6 +63,10 @@ class Session final : public libkineto::IActivityProfilerSession {
       activity->addTypedMetadata("device", recorded.device.str());
       activity->addTypedMetadata("stream", recorded.stream);
       activity->addTypedMetadata("correlation", recorded.correlation);
+      if (recorded.kind == ActivityKind::kFallbackKernel) {
+        // For tools that read the trace's fields rather than the names.
+        activity->addTypedMetadata("cpu_fallback", true);
+      }
       if (recorded.correlation != 0) {
         activity->linked = launched_by(static_cast<int32_t>(recorded.correlation));
         activity->flow.id = static_cast<uint32_t>(recorded.correlation);

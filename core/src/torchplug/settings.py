@@ -20,6 +20,7 @@ STRICT_MEMORY = "TORCHPLUG_STRICT_MEMORY"
 SANITIZER = "TORCHPLUG_SANITIZER"
 # Read by the native core when the first kernel launches (kernel_launch.cpp).
 LAUNCH_BLOCKING = "TORCHPLUG_LAUNCH_BLOCKING"
+WARN_FALLBACK = "TORCHPLUG_WARN_FALLBACK"
 
 DEFAULT_DEVICE_COUNT = 2
 DEFAULT_DEVICE_MEMORY = 8 << 30
@@ -57,6 +58,7 @@ class Settings:
     strict_memory: bool
     sanitizer: bool
     launch_blocking: bool
+    warn_fallback: bool
 
     def disables(self, device: str, distribution: str | None) -> bool:
         """``TORCHPLUG_DISABLE`` names a device, or a distribution when two provide one device."""
@@ -73,6 +75,7 @@ class Settings:
             STRICT_MEMORY: self.strict_memory,
             SANITIZER: self.sanitizer,
             LAUNCH_BLOCKING: self.launch_blocking,
+            WARN_FALLBACK: self.warn_fallback,
         }
 
 
@@ -86,6 +89,7 @@ def current() -> Settings:
         strict_memory=_flag(STRICT_MEMORY),
         sanitizer=_flag(SANITIZER),
         launch_blocking=_flag(LAUNCH_BLOCKING),
+        warn_fallback=_flag(WARN_FALLBACK),
     )
 
 

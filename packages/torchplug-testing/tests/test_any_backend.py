@@ -77,6 +77,8 @@ def test_the_run_completes_without_errors_or_crashes(vanilla_run: SuiteRun) -> N
     assert " error" not in summary, output[-5000:]  # no fixture errored
     assert vanilla_run.report["device"] == "vanilla"
     assert vanilla_run.report["crashes"] == []
+    # Not a torchplug backend: no torch.vanilla.fallback_report, so no fallback report.
+    assert vanilla_run.report["fallback"] is None
 
 
 def test_supported_groups_pass(vanilla_run: SuiteRun) -> None:

@@ -79,6 +79,8 @@ def register(backend: Backend, status: BackendStatus, config: settings.Settings)
     if config.strict_memory:
         _C.set_strict_mode(True)
     _C.register_backend(backend.dispatch_key, name)
+    if config.warn_fallback:
+        device_module.warn_on_fallback()
     cuda_coexistence.warn_at_activation(name, backend.dispatch_key)
     _yield_to_autograd_threads_at_exit()
     _run_backward_on_calling_thread()

@@ -9,6 +9,7 @@ module here as in ``torch/cuda``:
 - ``memory``: device and pinned host memory statistics and limits;
 - ``random``: the per-device default generators;
 - ``amp``: autocast's supported dtypes;
+- ``fallback``: the report of the operators that ran on the CPU fallback, and its warning;
 - ``builder``: assembles them into ``torch.<name>`` for one backend;
 - ``tensor_methods``: ``Tensor.<name>()`` for a device on an in-tree key.
 
@@ -17,7 +18,14 @@ and ``is_available()`` answers False, so a broken plugin fails where it is used.
 """
 
 from torchplug.device_module.builder import build
+from torchplug.device_module.fallback import FallbackOperator, warn_on_fallback
 from torchplug.device_module.properties import DeviceProperties
 from torchplug.device_module.tensor_methods import add_tensor_methods
 
-__all__ = ["DeviceProperties", "add_tensor_methods", "build"]
+__all__ = [
+    "DeviceProperties",
+    "FallbackOperator",
+    "add_tensor_methods",
+    "build",
+    "warn_on_fallback",
+]

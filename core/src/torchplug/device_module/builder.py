@@ -7,7 +7,7 @@ import types
 from typing import Any
 
 from torchplug.backend import Backend, BackendStatus
-from torchplug.device_module import amp, memory, properties, random, streams
+from torchplug.device_module import amp, fallback, memory, properties, random, streams
 from torchplug.device_module._device import BoundDevice
 
 
@@ -26,6 +26,7 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         **streams.functions(bound),
         **memory.functions(bound),
         **random.functions(bound),
+        **fallback.functions(bound),
         **amp.functions(),
     }
     for attribute, value in exported.items():

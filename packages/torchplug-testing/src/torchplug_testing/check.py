@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from torchplug_testing import fallback
 from torchplug_testing.child import child_environment, isolated_config, run_pytest
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ def text_summary(report: Mapping[str, Any]) -> str:
     if report["stale_expectations"]:
         out.append("expectation entries that matched no test:")
         out += [f"  {pattern}" for pattern in report["stale_expectations"]]
+    out += fallback.summary_lines(report.get("fallback"), report["device"])
     verdict = "FAILED" if report["unexpected_failures"] else "OK"
     out.append(f"{verdict}: {len(report['unexpected_failures'])} unexpected failure(s)")
     return "\n".join(out)
@@ -182,6 +184,18 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     if causes:
         out += ["", "## Expected failures by cause", "", "| tests | reason |", "|---:|---|"]
         out += [f"| {count} | {reason} |" for reason, count in causes]
+    if report.get("fallback"):
+        out += [
+            "",
+            "## Operators on the CPU fallback",
+            "",
+            "| ms | calls | bytes | operator |",
+        ]
+        out += ["|---:|---:|---:|---|"]
+        out += [
+            f"| {row['seconds'] * 1e3:.2f} | {row['calls']} | {row['bytes']} | `{row['operator']}` |"
+            for row in report["fallback"][: fallback.TOP_OPERATORS]
+        ]
     return "\n".join(out) + "\n"
 
 

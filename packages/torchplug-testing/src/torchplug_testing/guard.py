@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from torchplug_testing import device_api, moduleinfo, opinfo, out_device
+from torchplug_testing import device_api, fallback, moduleinfo, opinfo, out_device
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,7 @@ class CrashGuard:
         if self.process is not None:
             try:
                 self._send({"exit": True})
+                fallback.add_guard_worker_report(self._receive(30).get("fallback"))
                 self.process.wait(timeout=30)
             except (_WorkerGone, OSError, subprocess.TimeoutExpired):
                 self._kill()
@@ -337,6 +338,7 @@ def serve(device: str, requests_fd: int, replies_fd: int) -> None:
         for line in requests:
             request = json.loads(line)
             if request.get("exit"):
+                reply({"fallback": fallback.collect(device)})
                 return
             try:
                 dtype = getattr(torch, request["dtype"])

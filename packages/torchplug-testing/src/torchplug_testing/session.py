@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from torchplug_testing import EXPECTATIONS_ENV, __version__, expectations
+from torchplug_testing import EXPECTATIONS_ENV, __version__, expectations, fallback
 
 SUITE_DIR = (Path(__file__).parent / "suite").resolve()
 OUTCOMES = ("passed", "failed", "expected_failure", "newly_passing", "skipped")
@@ -31,6 +31,8 @@ class ConformanceSession:
         self.samples: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
         # The same for the ModuleInfo sweep: mode -> "module-dtype" -> figures.
         self.module_samples: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        # The fallback reports of the xdist workers (see fallback.py).
+        self.worker_fallbacks: list[list[dict[str, Any]] | None] = []
 
     @classmethod
     def start(cls, config: pytest.Config, device: str) -> ConformanceSession:
@@ -114,6 +116,12 @@ class ConformanceSession:
                     "test": test_id,
                 }
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """An xdist worker ended: keep its fallback report (none if it crashed)."""
+        output = getattr(node, "workeroutput", {})
+        self.worker_fallbacks.append(output.get(fallback.WORKER_OUTPUT_KEY))
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and Path(report.fspath).resolve().parent == SUITE_DIR:
             self.outcomes[f"{Path(report.fspath).stem}::<collection>"] = {
@@ -172,11 +180,17 @@ class ConformanceSession:
             "opinfo": sweep_figures(self.samples),
             "modules": sweep_figures(self.module_samples),
             "crashes": sorted(crashes, key=lambda crash: crash["test"]),
+            "fallback": fallback.merge(
+                [fallback.of_this_process(self.device), *self.worker_fallbacks]
+            ),
         }
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):
-            return  # an xdist worker: the controller saw every report and writes the file
+            # An xdist worker: the controller saw every report and writes the file.
+            output = fallback.of_this_process(self.device)
+            self.config.workeroutput[fallback.WORKER_OUTPUT_KEY] = output
+            return
         report = self.report()
         path = self.config.getoption("conformance_report")
         if path:
