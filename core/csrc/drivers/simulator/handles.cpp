@@ -26,6 +26,14 @@ std::string address(const void* pointer) {
   return text;
 }
 
+// Lets go of `pointer`, which `call` names and this client must hold, or
+// refuses it as an invalid handle (freed twice, or never this client's).
+void release_held(std::set<const void*>& held, const void* pointer, const char* call, const char* what_it_must_be) {
+  if (held.erase(pointer) == 0) {
+    throw Error(TPD_INVALID_HANDLE, std::string(call) + ": " + address(pointer) + " is not " + what_it_must_be);
+  }
+}
+
 // Leaked on purpose: stream workers may run host functions that call the
 // driver while the process exits, after static destructors ran.
 std::mutex clients_mutex;
@@ -234,12 +242,9 @@ void Client::add_opened(void* pointer, size_t size) {
 
 void Client::remove_opened(const void* pointer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (opened_.erase(pointer) == 0) {
-    throw Error(TPD_INVALID_HANDLE, "ipc_close: " + address(pointer) +
-                                        " is not ipc_open's address of memory this client mapped and did not "
-                                        "close yet: close each mapping once, and free allocations with "
-                                        "memory_free.");
-  }
+  release_held(opened_, pointer, "ipc_close",
+               "ipc_open's address of memory this client mapped and did not close yet: close each mapping "
+               "once, and free allocations with memory_free.");
   allocations_.erase(static_cast<const char*>(pointer));
 }
 
@@ -250,11 +255,9 @@ void Client::add_host_allocation(void* pointer) {
 
 void Client::remove_host_allocation(const void* pointer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (host_allocations_.erase(pointer) == 0) {
-    throw Error(TPD_INVALID_HANDLE, "host_memory_free: " + address(pointer) +
-                                        " is not host_memory_allocate's address of a live allocation of this "
-                                        "client: it was freed already, or comes from elsewhere.");
-  }
+  release_held(host_allocations_, pointer, "host_memory_free",
+               "host_memory_allocate's address of a live allocation of this client: it was freed already, or "
+               "comes from elsewhere.");
 }
 
 void Client::release() {
