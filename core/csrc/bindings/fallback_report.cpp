@@ -19,8 +19,17 @@ namespace {
 // interpreter exits, after static destructors could have dropped it.
 auto* notice_function = new py::object();
 
+// Python 3.13 made Py_IsFinalizing public and removed _Py_IsFinalizing.
+bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 void notify_python(const std::string& op, c10::Device device) {
-  if (Py_IsInitialized() == 0 || _Py_IsFinalizing() != 0) {
+  if (Py_IsInitialized() == 0 || python_finalizing()) {
     return;
   }
   const py::gil_scoped_acquire gil;
