@@ -26,14 +26,6 @@ std::string address(const void* pointer) {
   return text;
 }
 
-// Lets go of `pointer`, which `call` names and this client must hold, or
-// refuses it as an invalid handle (freed twice, or never this client's).
-void release_held(std::set<const void*>& held, const void* pointer, const char* call, const char* what_it_must_be) {
-  if (held.erase(pointer) == 0) {
-    throw Error(TPD_INVALID_HANDLE, std::string(call) + ": " + address(pointer) + " is not " + what_it_must_be);
-  }
-}
-
 // Leaked on purpose: stream workers may run host functions that call the
 // driver while the process exits, after static destructors ran.
 std::mutex clients_mutex;
@@ -162,18 +154,18 @@ std::shared_ptr<EventHandle> Client::remove_event(const TPD_Event* handle) {
   return event;
 }
 
-void Client::add_allocation(void* pointer, size_t size) {
+void Client::add_allocation(void* pointer, size_t size, Origin origin) {
   std::lock_guard<std::mutex> lock(mutex_);
-  allocations_.emplace(static_cast<const char*>(pointer), size);
+  allocations_.emplace(static_cast<const char*>(pointer), Allocation{size, origin});
 }
 
-std::map<const char*, size_t>::const_iterator Client::holding(const char* address) const {
+std::map<const char*, Client::Allocation>::const_iterator Client::holding(const char* address) const {
   auto after = allocations_.upper_bound(address);
   if (after == allocations_.begin()) {
     return allocations_.end();
   }
   auto it = std::prev(after);
-  return address < it->first + it->second ? it : allocations_.end();
+  return address < it->first + it->second.size ? it : allocations_.end();
 }
 
 void Client::check_device_memory(const void* pointer, size_t size, const char* name) const {
@@ -188,7 +180,7 @@ void Client::check_device_memory(const void* pointer, size_t size, const char* n
     auto it = holding(start);
     if (it != allocations_.end()) {
       base = it->first;
-      length = it->second;
+      length = it->second.size;
     }
   }
   if (base == nullptr) {
@@ -211,41 +203,33 @@ void Client::check_device_memory(const void* pointer, size_t size, const char* n
   }
 }
 
-void Client::remove_allocation(const void* pointer) {
+void Client::remove_allocation(const void* pointer, Origin origin) {
+  const bool opened = origin == Origin::kOpened;
+  const std::string call = opened ? "ipc_close: " : "memory_free: ";
   const char* base = static_cast<const char*>(pointer);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = allocations_.find(base);
-  if (it != allocations_.end() && opened_.count(pointer) != 0) {
-    throw Error(TPD_INVALID_HANDLE, "memory_free: " + address(pointer) +
-                                        " was mapped by ipc_open, not allocated; close it with ipc_close.");
-  }
-  if (it != allocations_.end()) {
+  if (it != allocations_.end() && it->second.origin == origin) {
     allocations_.erase(it);
     return;
   }
-  std::string message = "memory_free: " + address(pointer) + " is not memory_allocate's address of a live allocation";
+  if (it != allocations_.end()) {
+    throw Error(TPD_INVALID_HANDLE, call + address(pointer) +
+                                        (opened ? " was allocated by memory_allocate, not mapped; free it with memory_free."
+                                                : " was mapped by ipc_open, not allocated; close it with ipc_close."));
+  }
+  std::string message = call + address(pointer) + " is not " +
+                        (opened ? "ipc_open's address of memory this client mapped and did not close yet"
+                                : "memory_allocate's address of a live allocation");
   auto inside = holding(base);
   if (inside != allocations_.end()) {
-    message += ": it points inside the allocation at " + address(inside->first) +
-               "; free the address memory_allocate returned.";
+    message += ": it points inside the allocation at " + address(inside->first) + "; pass the address " +
+               (opened ? "ipc_open" : "memory_allocate") + " returned.";
   } else {
-    message += " of this client: it was freed already, or comes from another client or allocator.";
+    message += std::string(" of this client: it was ") + (opened ? "closed" : "freed") +
+               " already, or comes from another client or allocator.";
   }
   throw Error(TPD_INVALID_HANDLE, message);
-}
-
-void Client::add_opened(void* pointer, size_t size) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  allocations_.emplace(static_cast<const char*>(pointer), size);
-  opened_.insert(pointer);
-}
-
-void Client::remove_opened(const void* pointer) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  release_held(opened_, pointer, "ipc_close",
-               "ipc_open's address of memory this client mapped and did not close yet: close each mapping "
-               "once, and free allocations with memory_free.");
-  allocations_.erase(static_cast<const char*>(pointer));
 }
 
 void Client::add_host_allocation(void* pointer) {
@@ -255,9 +239,11 @@ void Client::add_host_allocation(void* pointer) {
 
 void Client::remove_host_allocation(const void* pointer) {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_held(host_allocations_, pointer, "host_memory_free",
-               "host_memory_allocate's address of a live allocation of this client: it was freed already, or "
-               "comes from elsewhere.");
+  if (host_allocations_.erase(pointer) == 0) {
+    throw Error(TPD_INVALID_HANDLE, "host_memory_free: " + address(pointer) +
+                                        " is not host_memory_allocate's address of a live allocation of this "
+                                        "client: it was freed already, or comes from elsewhere.");
+  }
 }
 
 void Client::release() {
@@ -270,7 +256,6 @@ void Client::release() {
     streams.swap(streams_);
     events.swap(events_);
     allocations.swap(allocations_);
-    opened_.clear();  // platform_.free below unmaps them with the rest
     host_allocations.swap(host_allocations_);
   }
   // Queued work may still use the memory released below.
@@ -279,8 +264,8 @@ void Client::release() {
   }
   events.clear();
   streams.clear();
-  for (auto& [base, size] : allocations) {
-    platform_.free(const_cast<char*>(base));
+  for (auto& [base, allocation] : allocations) {
+    platform_.free(const_cast<char*>(base));  // unmaps what ipc_open mapped
   }
   for (const void* pointer : host_allocations) {
     platform_.host_free(const_cast<void*>(pointer));

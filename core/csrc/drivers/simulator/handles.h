@@ -73,39 +73,40 @@ class Client {
   std::shared_ptr<EventHandle> event(const TPD_Event* handle) const;
   std::shared_ptr<EventHandle> remove_event(const TPD_Event* handle);
 
-  void add_allocation(void* pointer, size_t size);
+  // Where device memory of this client came from, and so how it is let go:
+  // memory_allocate's is freed with memory_free, ipc_open's closed with ipc_close.
+  enum class Origin { kAllocated, kOpened };
+  void add_allocation(void* pointer, size_t size, Origin origin);
   // Checks that the `size` bytes at `pointer` (the argument `name`, for
   // messages) are device memory of this client: TPD_INVALID_HANDLE when
   // `pointer` is in none of its allocations, TPD_INVALID_ARGUMENT when the
   // bytes run past the end of the one it is in.
   void check_device_memory(const void* pointer, size_t size, const char* name) const;
-  // Forgets the allocation starting at `pointer`, which the caller then frees:
-  // TPD_INVALID_HANDLE for none, or for memory ipc_open mapped.
-  void remove_allocation(const void* pointer);
-  // Device memory ipc_open mapped: device memory of this client, as an
-  // allocation is, but closed with remove_opened instead of freed.
-  void add_opened(void* pointer, size_t size);
-  // Forgets the mapping starting at `pointer`, which the caller then unmaps:
-  // TPD_INVALID_HANDLE for one ipc_open did not return, or closed already.
-  void remove_opened(const void* pointer);
+  // Forgets the allocation of `origin` starting at `pointer`, which the caller
+  // then frees or unmaps: TPD_INVALID_HANDLE for none, or for one of the other origin.
+  void remove_allocation(const void* pointer, Origin origin);
 
   void add_host_allocation(void* pointer);
+  // TPD_INVALID_HANDLE unless `pointer` is a live pinned allocation of this client.
   void remove_host_allocation(const void* pointer);
 
   // Waits for the streams' work, then releases every handle and all memory.
   void release();
 
  private:
+  struct Allocation {
+    size_t size;
+    Origin origin;
+  };
   // The allocation holding `address`, or allocations_.end(); mutex_ is held.
-  std::map<const char*, size_t>::const_iterator holding(const char* address) const;
+  std::map<const char*, Allocation>::const_iterator holding(const char* address) const;
 
   runtime::Platform& platform_;
   std::atomic<uint64_t> hidden_capabilities_{0};
   mutable std::mutex mutex_;
   std::unordered_map<uintptr_t, std::shared_ptr<runtime::Stream>> streams_;
   std::unordered_map<uintptr_t, std::shared_ptr<EventHandle>> events_;
-  std::map<const char*, size_t> allocations_;  // base -> size; ordered, to find the one holding an address
-  std::set<const void*> opened_;               // the allocations that ipc_open mapped
+  std::map<const char*, Allocation> allocations_;  // by base; ordered, to find the one holding an address
   std::set<const void*> host_allocations_;
 };
 

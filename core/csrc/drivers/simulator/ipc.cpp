@@ -127,7 +127,7 @@ void ipc::ipc_open(TPD_Ipc_Open_Args& args) {
   runtime::Platform& platform = client->platform();
   void* pointer = platform.map_shared(args.device, file.get(), size);
   try {
-    client->add_opened(pointer, size);
+    client->add_allocation(pointer, size, Client::Origin::kOpened);
   } catch (...) {  // recording allocates: the mapping must not leak when it fails
     platform.free(pointer);
     throw;
@@ -138,7 +138,7 @@ void ipc::ipc_open(TPD_Ipc_Open_Args& args) {
 
 void ipc::ipc_close(TPD_Ipc_Close_Args& args) {
   auto client = find_client(args.client);
-  client->remove_opened(args.pointer);
+  client->remove_allocation(args.pointer, Client::Origin::kOpened);
   client->platform().free(args.pointer);
 }
 

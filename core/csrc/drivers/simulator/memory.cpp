@@ -85,7 +85,7 @@ void* allocate(Client& client, Memory memory, int device, size_t size) {
     if (memory == Memory::kPinnedHost) {
       client.add_host_allocation(pointer);
     } else {
-      client.add_allocation(pointer, size);
+      client.add_allocation(pointer, size, Client::Origin::kAllocated);
     }
   } catch (...) {  // recording allocates: the memory must not leak when it fails
     release(platform, memory, pointer);
@@ -101,7 +101,7 @@ void free_allocation(Client& client, Memory memory, void* pointer) {
     return;
   }
   if (memory == Memory::kDevice) {
-    client.remove_allocation(pointer);
+    client.remove_allocation(pointer, Client::Origin::kAllocated);
   } else {
     client.remove_host_allocation(pointer);
   }
