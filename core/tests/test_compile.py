@@ -58,6 +58,17 @@ def test_compiled_training_matches_compiled_cpu(device: str, workload: str) -> N
 
 
 @pytest.mark.parametrize("device", [name for name in DEVICES if name != "hpu"])
+def test_a_compiled_mlp_step_runs_no_operator_on_the_fallback(device: str) -> None:
+    """Compiled matrix products are extern kernels into Inductor's buffers
+    (mm.out, addmm.out): device kernels, not the fallback's boxed path."""
+    module = getattr(torch, device)
+    losses = _compiled_losses("mlp", device, 1)
+    module.reset_fallback_report()
+    losses += _compiled_losses("mlp", device, 2)
+    assert module.fallback_report() == []
+
+
+@pytest.mark.parametrize("device", [name for name in DEVICES if name != "hpu"])
 def test_compiled_training_under_bf16_autocast(device: str) -> None:
     bf16 = torch.bfloat16
     expected = _compiled_losses("transformer_lm", "cpu", 3, autocast_dtype=bf16)

@@ -188,6 +188,9 @@ IN_PLACE: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]
     "mm out=": lambda s, a, b: torch.mm(a, b, out=s),
     "mm out= slice": lambda s, a, b: torch.mm(a[:3], b, out=s[:3]),
     "mm out= to resize": lambda s, a, b: torch.mm(a[:3], b, out=s[:0]),
+    "addmm out=": lambda s, a, b: torch.addmm(b[0], a, b, beta=0.5, alpha=2, out=s),
+    "addmm out= strided": lambda s, a, b: torch.addmm(b, a, b.t(), out=s.t()),
+    "addmm out= to resize": lambda s, a, b: torch.addmm(b[:3, :1], a[:3], b, out=s[:0]),
     "grouped mm": lambda s, a, b: s.copy_(
         torch._grouped_mm(
             a, b.t().reshape(2, 6, 3), offs=torch.tensor([3, 6], device=a.device).int()

@@ -463,15 +463,29 @@ at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
   return call_through_fallback<at::_ops::mul_out>(device_key_set(device.type()), self, other, out);
 }
 
-// mm.out: what _grouped_mm (mixture-of-experts layers) runs once per group,
-// into slices of its output.
-at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  const c10::Device device = checked_kernel_device<at::_ops::mm_out>(self, mat2, out);
-  if (runs_over_device_memory(device) &&
-      into_device<at::native::structured_mm_out_cpu>(at::_ops::mm_out::name, device, out, self, mat2)) {
+// An out= variant of a structured CPU kernel (`inputs` then `out`), checked as
+// torch's generated device checks do.
+template <typename Op, typename CpuKernel, typename... Inputs>
+at::Tensor& structured_into(at::Tensor& out, const Inputs&... inputs) {
+  const c10::Device device = checked_kernel_device<Op>(inputs..., out);
+  if (runs_over_device_memory(device) && into_device<CpuKernel>(Op::name, device, out, inputs...)) {
     return out;
   }
-  return call_through_fallback<at::_ops::mm_out>(device_key_set(device.type()), self, mat2, out);
+  return call_through_fallback<Op>(device_key_set(device.type()), inputs..., out);
+}
+
+// mm.out: what _grouped_mm (mixture-of-experts layers) runs once per group,
+// into slices of its output, and compiled graphs' matrix products.
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  return structured_into<at::_ops::mm_out, at::native::structured_mm_out_cpu>(out, self, mat2);
+}
+
+// addmm.out: compiled graphs' Linear layers (Inductor's extern addmm into a
+// buffer it allocated).
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                      const c10::Scalar& alpha, at::Tensor& out) {
+  return structured_into<at::_ops::addmm_out, at::native::structured_addmm_out_cpu>(out, self, mat1, mat2, beta,
+                                                                                      alpha);
 }
 
 // A CPU native function made only of dispatched operators: on the device each
@@ -549,6 +563,7 @@ void register_native_kernels(torch::Library& library) {
                                      cpu::structured_log_softmax_backward_cpu_out>::call)));
   library.impl("mul.out", TORCH_FN(mul_out));
   library.impl("mm.out", TORCH_FN(mm_out));
+  library.impl("addmm.out", TORCH_FN(addmm_out));
   library.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   library.impl("div_.Tensor", TORCH_FN((&InPlace<ops::div__Tensor, cpu::structured_div_out>::call)));
   library.impl("lerp_.Scalar", TORCH_FN((&InPlace<ops::lerp__Scalar, cpu::structured_lerp_Scalar>::call)));

@@ -1,8 +1,10 @@
 #include <array>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -29,39 +31,54 @@ namespace {
 // operators and round differently) or a functional variant that allocates
 // its output and calls the out= variant. These operators go to the CPU
 // fallback instead, which runs the CPU's own kernel over the device memory.
-struct OverriddenComposites {
-  std::vector<c10::OperatorName> dense;       // CPU overrides
-  std::vector<c10::OperatorName> coo;         // SparseCPU overrides
-  std::vector<c10::OperatorName> compressed;  // SparseCsrCPU overrides
+struct SparseOperator {
+  c10::OperatorName name;
+  bool overrides_composite;
 };
 
-const OverriddenComposites& overridden_composites() {
-  static const OverriddenComposites found = [] {
-    OverriddenComposites result;
+struct CpuKernelOperators {
+  std::vector<c10::OperatorName> dense_overrides;  // aten operators whose CPU kernel overrides a composite
+  std::vector<SparseOperator> coo;                 // every operator with a SparseCPU kernel
+  std::vector<SparseOperator> compressed;          // every operator with a SparseCsrCPU kernel
+};
+
+// Found once, for every backend: a scan of the dispatcher's operators.
+const CpuKernelOperators& cpu_kernel_operators() {
+  static const CpuKernelOperators found = [] {
+    CpuKernelOperators result;
     c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
     constexpr std::string_view aten = "aten::";
     for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-      if (name.name.compare(0, aten.size(), aten) != 0) {
-        continue;
-      }
       const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
-      if (!op.has_value() || !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-                               op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))) {
+      if (!op.has_value()) {
         continue;
       }
-      if (op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
-        result.dense.push_back(name);
+      const bool overrides_composite =
+          name.name.compare(0, aten.size(), aten) == 0 &&
+          (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional));
+      if (overrides_composite && op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+        result.dense_overrides.push_back(name);
       }
       if (op->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU)) {
-        result.coo.push_back(name);
+        result.coo.push_back({name, overrides_composite});
       }
       if (op->hasKernelForDispatchKey(c10::DispatchKey::SparseCsrCPU)) {
-        result.compressed.push_back(name);
+        result.compressed.push_back({name, overrides_composite});
       }
     }
     return result;
   }();
   return found;
+}
+
+// What a library of the operator's namespace registers it by.
+std::string unqualified_name(const c10::OperatorName& name) {
+  std::string unqualified = name.name.substr(name.name.find("::") + 2);
+  if (!name.overload_name.empty()) {
+    unqualified += "." + name.overload_name;
+  }
+  return unqualified;
 }
 
 void route_to_fallback(torch::Library& library, c10::DispatchKey key, const std::vector<c10::OperatorName>& names) {
@@ -70,12 +87,7 @@ void route_to_fallback(torch::Library& library, c10::DispatchKey key, const std:
     if (dispatcher.findOp(name)->hasKernelForDispatchKey(key)) {
       continue;  // a device kernel of ours stays
     }
-    // The library's namespace is aten: register by the unqualified name.
-    std::string unqualified = name.name.substr(name.name.find("::") + 2);
-    if (!name.overload_name.empty()) {
-      unqualified += "." + name.overload_name;
-    }
-    library.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    library.impl(unqualified_name(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
   }
 }
 
@@ -92,6 +104,36 @@ void route_stub_calling_composites(torch::Library& library) {
   for (const char* name : kStubCallingComposites) {
     library.impl(name, torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
   }
+}
+
+// A sparse operator without a device kernel runs the CPU's sparse kernel, for
+// the operators the CPU has one for: registered one by one rather than as a
+// backend fallback, which the dispatcher applies to every operator (thousands)
+// and which made each sparse dispatch key cost milliseconds of `import torch`.
+// A kernel of ours stays, and so does a composite the CPU does not override;
+// an operator the CPU has no sparse kernel for fails as it does on the CPU.
+Libraries route_sparse_to_fallback(c10::DispatchKey key, const std::vector<SparseOperator>& operators) {
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  std::map<std::string, std::unique_ptr<torch::Library>> by_namespace;
+  for (const auto& [name, overrides_composite] : operators) {
+    const std::optional<c10::OperatorHandle> op = dispatcher.findOp(name);
+    if (!op.has_value() || op->hasKernelForDispatchKey(key) ||
+        (!overrides_composite && op->hasComputedKernelForDispatchKey(key))) {
+      continue;
+    }
+    const size_t separator = name.name.find("::");
+    const std::string ns = name.name.substr(0, separator);
+    std::unique_ptr<torch::Library>& library = by_namespace[ns];
+    if (library == nullptr) {
+      library = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__, __LINE__);
+    }
+    library->impl(unqualified_name(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+  }
+  Libraries libraries;
+  for (auto& [ns, library] : by_namespace) {
+    libraries.push_back(std::move(library));
+  }
+  return libraries;
 }
 
 }  // namespace
@@ -119,20 +161,22 @@ void register_kernels(const BackendIdentity& backend) {
     auto compressed =
         std::make_unique<torch::Library>(torch::Library::IMPL, "aten", compressed_key, __FILE__, __LINE__);
     register_sparse_kernels(*coo, *compressed);
-    route_to_fallback(*kernels, key, overridden_composites().dense);
+    route_to_fallback(*kernels, key, cpu_kernel_operators().dense_overrides);
     route_stub_calling_composites(*kernels);
-    route_to_fallback(*coo, coo_key, overridden_composites().coo);
-    route_to_fallback(*compressed, compressed_key, overridden_composites().compressed);
     Libraries libraries;
     libraries.push_back(std::move(kernels));
     libraries.push_back(std::move(coo));
     libraries.push_back(std::move(compressed));
-    // Dense and sparse operators without a device kernel run the CPU's.
-    for (const c10::DispatchKey fallback_key : {key, coo_key, compressed_key}) {
-      auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", fallback_key, __FILE__, __LINE__);
-      fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
-      libraries.push_back(std::move(fallback));
+    for (auto& [sparse_key, operators] : {std::pair{coo_key, &cpu_kernel_operators().coo},
+                                          std::pair{compressed_key, &cpu_kernel_operators().compressed}}) {
+      for (auto& library : route_sparse_to_fallback(sparse_key, *operators)) {
+        libraries.push_back(std::move(library));
+      }
     }
+    // Dense operators without a device kernel run the CPU's.
+    auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
+    fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    libraries.push_back(std::move(fallback));
     return libraries;
   });
 }
