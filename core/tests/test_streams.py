@@ -84,6 +84,28 @@ def test_non_blocking_copy_is_asynchronous(device: str) -> None:
     assert torch.equal(back, host)
 
 
+def test_blocking_copies_of_pinned_memory_wait_for_the_stream(device: str) -> None:
+    """The driver copies pinned memory on the current stream (as cudaMemcpy
+    does): a blocking copy returns once the copy, and what was queued before
+    it, ran; and it is a synchronizing operation for sync-debug mode."""
+    host = torch.arange(1 << 20, dtype=torch.float32).pin_memory()
+    with torch.foo.stream(torch.foo.Stream()):
+        torch.foo._sleep(50)
+        started = time.perf_counter()
+        dev = host.to(device)  # waits behind the sleep
+        assert time.perf_counter() - started >= 0.04
+        dev.mul_(2)  # queued on the same stream
+        back = torch.empty_like(host).pin_memory()
+        back.copy_(dev)  # waits for mul_ before returning
+    assert torch.equal(back, host * 2)
+    torch.foo.set_sync_debug_mode("warn")
+    try:
+        with pytest.warns(UserWarning, match="synchroniz"):
+            back.copy_(dev)
+    finally:
+        torch.foo.set_sync_debug_mode("default")
+
+
 def test_accelerator_stream_api(device: str) -> None:
     stream = torch.Stream(device=device)  # index -1 becomes the current device
     assert stream.device_index == torch.foo.current_device()

@@ -17,6 +17,7 @@
 #include "memory/host_alias.h"
 #include "memory/host_allocator.h"
 #include "launch/kernel_launch.h"
+#include "launch/worker_thread.h"
 #include "driver/memory_access.h"
 
 namespace torchplug {
@@ -42,8 +43,9 @@ bool bytewise_copyable(const at::Tensor& src, const at::Tensor& dst) {
          dst.is_contiguous() && !src.is_conj() && !dst.is_conj() && !src.is_neg() && !dst.is_neg();
 }
 
-// Copies from pinned host memory to a device, or back, run on the device's
-// current stream and return at once, like cudaMemcpyAsync.
+// Copies from pinned host memory to a device, or back, are the driver's (a
+// copy engine's, on hardware) on the device's current stream, and return at
+// once, like cudaMemcpyAsync.
 bool try_async_copy(const at::Tensor& src, const at::Tensor& dst) {
   const bool to_device = is_device(dst) && !is_device(src);
   const bool to_host = is_device(src) && !is_device(dst);
@@ -95,7 +97,12 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   if (dst.numel() == 0) {
     return dst;
   }
-  if (non_blocking && try_async_copy(src, dst)) {
+  // A blocking copy waits for the driver's, as cudaMemcpy does; a queued
+  // kernel's own copy runs at once, in its stream's order.
+  if ((non_blocking || !on_stream_worker_thread()) && try_async_copy(src, dst)) {
+    if (!non_blocking) {
+      wait_for_queued_copy(copy_name(src, dst), is_device(dst) ? dst.device() : src.device());
+    }
     return dst;
   }
   for (const at::Tensor* tensor : {&src, &dst}) {

@@ -194,7 +194,10 @@ at::Tensor QueuedViews::view(const at::Tensor& tensor) {
   return device_view(unowned, tensor, device_key_set(tensor.device().type()));
 }
 
-KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, const LaunchOptions& options) {
+namespace {
+
+// What a launch does before its kernel runs.
+void order_after_queued_work(const char* name, c10::Device device, const LaunchOptions& options) {
   if (on_stream_worker_thread()) {
     return;  // launched by a queued kernel: its stream's order already holds
   }
@@ -209,6 +212,16 @@ KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, con
   if (options.peer.has_value() && *options.peer != device) {
     wait_for_current_stream(*options.peer);
   }
+}
+
+}  // namespace
+
+void wait_for_queued_copy(const char* name, c10::Device device) {
+  order_after_queued_work(name, device, {ActivityKind::kMemcpy, std::nullopt, /*host_waits=*/true});
+}
+
+KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, const LaunchOptions& options) {
+  order_after_queued_work(name, device, options);
 }
 
 KernelLaunch::KernelLaunch(const char* name, c10::Device device, const std::vector<const void*>& memory,

@@ -61,6 +61,10 @@ class KernelLaunch {
   DeviceActivity activity_;
 };
 
+// A blocking copy the driver runs on `device`'s current stream (pinned host
+// memory): the host waits for it there, as it does for cudaMemcpy.
+void wait_for_queued_copy(const char* name, c10::Device device);
+
 // True when kernels run as they are launched: TORCHPLUG_LAUNCH_BLOCKING=1 (a
 // debugging aid, like CUDA_LAUNCH_BLOCKING) and strict memory mode.
 bool launch_blocking();

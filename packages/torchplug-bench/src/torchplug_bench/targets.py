@@ -49,20 +49,21 @@ def step_time(benchmark: str, name: str, target: Target) -> Row:
     return Row(benchmark, name, "cpu", "ms", target)
 
 
-# Step times: the device at most as slow as the CPU (asynchronous launches let
-# the host's Python run while the device computes) or within 10% of it.
+# Step times: the device faster than the CPU where asynchronous launches let
+# the host's Python run while the device computes (the eager MLP), as fast
+# where the work is the same (a compiled step), or within 10% of it.
 MLP_STEP = step_time(
-    "mlp", "MLP training step (batch 64, 3 Linear of width 512, SGD)", Target("<=", 1.0)
+    "mlp", "MLP training step (batch 64, 3 Linear of width 512, SGD)", Target("<=", 0.9)
 )
 MLP_SANITIZER = Row(
     "mlp", "MLP training step with the stream sanitizer", "sanitizer off", "ms", Target("<=", 3.0)
 )
-TINY_OP = Row("tiny", "tiny elementwise op (a + b, 4 elements)", "cpu", "us", Target("<=", 1.5))
+TINY_OP = Row("tiny", "tiny elementwise op (a + b, 4 elements)", "cpu", "us", Target("<=", 1.25))
 HOST_TO_DEVICE = Row(
-    "copy", "host to device copy, 64 MiB pinned", "host memcpy", "GiB/s", Target(">=", 0.8)
+    "copy", "host to device copy, 64 MiB pinned", "host memcpy", "GiB/s", Target(">=", 0.9)
 )
 DEVICE_TO_HOST = Row(
-    "copy", "device to host copy, 64 MiB pinned", "host memcpy", "GiB/s", Target(">=", 0.8)
+    "copy", "device to host copy, 64 MiB pinned", "host memcpy", "GiB/s", Target(">=", 0.9)
 )
 ALL_REDUCE = Row(
     "allreduce",
@@ -72,13 +73,14 @@ ALL_REDUCE = Row(
     Target(">=", 0.9),
 )
 IMPORT_ALL_ACTIVE = Row(
-    "import", "import torch, all plugins active", "autoload off", "ms", Target("<=", 1.06)
+    "import", "import torch, all plugins active", "autoload off", "ms", Target("<=", 1.03)
 )
 IMPORT_ALL_DISABLED = Row(
-    "import", "import torch, all plugins disabled", "autoload off", "ms", Target("<=", 1.06)
+    "import", "import torch, all plugins disabled", "autoload off", "ms", Target("<=", 1.03)
 )
 ZOO_STEP_TARGET = Target("<=", 1.10)
-COMPILED_STEP_TARGET = Target("<=", 1.10)
+# The compiled MLP is the same Inductor kernels on both sides: no slower.
+COMPILED_STEP_TARGETS = {"mlp": Target("<=", 1.0), "transformer_lm": Target("<=", 1.10)}
 COMPILE_TIME_TARGET = Target("<=", 1.20)
 
 
@@ -87,7 +89,7 @@ def zoo_step(model: str) -> Row:
 
 
 def compiled_step(workload: str) -> Row:
-    return step_time("compile", f"compiled {workload} step", COMPILED_STEP_TARGET)
+    return step_time("compile", f"compiled {workload} step", COMPILED_STEP_TARGETS[workload])
 
 
 def eager_against_compiled(workload: str) -> Row:
