@@ -105,7 +105,13 @@ def test_a_miss_by_less_than_the_rounding_shows_three_decimals() -> None:
         [TINY_OP],
         rounds=1,
         measurements={
-            "unpinned": {"figures": {TINY_OP.name: Figure(TINY_OP, 2.0, 3.002).as_json()}}
+            "unpinned": {
+                "figures": {
+                    TINY_OP.name: Figure(
+                        TINY_OP, 2.0, 2.0 * (TINY_OP.target.bound + 0.001)
+                    ).as_json()
+                }
+            }
         },
     )
-    assert "1.501x NO" in report.as_text()
+    assert f"{TINY_OP.target.bound + 0.001:.3f}x NO" in report.as_text()
