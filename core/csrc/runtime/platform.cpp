@@ -483,7 +483,8 @@ size_t usable_cores() {
 }
 
 void copy_in_lanes(void* dst, const void* src, size_t bytes) {
-  const size_t lanes = std::min({usable_cores(), kMaxLanes, bytes / kBytesPerLane});
+  // Small copies (most) ask the kernel for nothing.
+  const size_t lanes = bytes < 2 * kBytesPerLane ? 1 : std::min({usable_cores(), kMaxLanes, bytes / kBytesPerLane});
   if (lanes <= 1) {
     std::memcpy(dst, src, bytes);
     return;
