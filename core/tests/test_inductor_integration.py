@@ -240,7 +240,30 @@ def test_inductor_hashes_the_revision_into_its_cache_key(device: str) -> None:
     torch.compile(lambda x: x + 1)(torch.ones(2, device=device))
     from torch._inductor.codegen.common import get_custom_backend_pass_for_device
 
-    assert get_custom_backend_pass_for_device(device).uuid() == registration.integration_revision()
+    assert get_custom_backend_pass_for_device(device).uuid().startswith(registration.integration_revision())
+
+
+def test_a_cached_graph_is_not_served_to_another_thread_count(device: str) -> None:
+    """Inductor writes an OpenMP parallel region into a kernel compiled under more
+    than one thread, and keys its cache on the thread count only for CPU graphs."""
+    from torch._inductor.utils import run_and_get_code
+
+    def kernel(x: torch.Tensor) -> torch.Tensor:
+        return (x.sin() * 2).cos()
+
+    x = torch.randn(4096, device=device)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        _, (parallel,) = run_and_get_code(torch.compile(kernel), x)
+        torch._dynamo.reset()
+        torch.set_num_threads(1)
+        _, (serial,) = run_and_get_code(torch.compile(kernel), x)
+    finally:
+        torch.set_num_threads(threads)
+        torch._dynamo.reset()
+    assert "#pragma omp parallel" in parallel
+    assert "#pragma omp parallel" not in serial
 
 
 def _documented_table() -> str:
