@@ -1,8 +1,12 @@
 // Copies between host and device and across devices, and reading a scalar
 // back to the host: the kernels that move data over the (simulated) bus.
+#include "kernels/dispatch_stubs.h"  // before any ATen header: it declares copy_stub's kernel slots
+
 #include <array>
 
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/Copy.h>
 #include <ATen/ops/_copy_from_and_resize_ops.h>
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -92,6 +96,20 @@ bool try_async_copy(const at::Tensor& src, const at::Tensor& dst) {
   return true;
 }
 
+// Whether the CPU's copy loop can run over both tensors as they are: each is
+// a strided CPU tensor or one of a device whose memory the loops may read,
+// and no complex value loses its imaginary part (the CPU's copy_ warns of
+// that, so such copies take it).
+bool cpu_loop_copies(const at::Tensor& src, const at::Tensor& dst) {
+  for (const at::Tensor* tensor : {&src, &dst}) {
+    if (tensor->layout() != c10::kStrided || tensor->is_quantized() ||
+        (is_device(*tensor) && !runs_over_device_memory(tensor->device()))) {
+      return false;
+    }
+  }
+  return !src.is_complex() || dst.is_complex();
+}
+
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(src.defined() && dst.defined(), "Cannot copy an undefined tensor.");
   if (dst.numel() == 0) {
@@ -119,6 +137,21 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     options.host_waits = !non_blocking;
   }
   const KernelLaunch launch(copy_name(src, dst), on_device.device(), touched_memory({&src, &dst}), options);
+  if (cpu_loop_copies(src, dst)) {
+    // The CPU's copy_ builds this iterator (which refuses overlapping source
+    // and destination) and runs this loop; over host aliases it would also
+    // make two host tensors and dispatch once more, which costs a small copy
+    // (a bias broadcast into a matrix product's output) twice its time.
+    at::TensorIterator iter = at::TensorIteratorConfig()
+                                  .add_output(dst)
+                                  .add_const_input(src)
+                                  .resize_outputs(false)
+                                  .check_all_same_dtype(false)
+                                  .check_all_same_device(false)
+                                  .build();
+    at::native::copy_stub(c10::kCPU, iter, non_blocking);
+    return dst;
+  }
   // One host storage for views of one device storage: the CPU's copy_ then
   // refuses overlapping source and destination as it does for CPU tensors.
   HostAliases aliases;

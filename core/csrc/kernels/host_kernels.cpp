@@ -142,38 +142,25 @@ std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::
 // The output is allocated on the device by the iterator; the CPU loop then
 // reads and writes device memory directly, since it is host memory. `alpha`
 // is checked against the computation's dtype at launch. A kernel that is not
-// queued runs at once over the iterator built here.
-template <typename Op, typename Loop>
-bool ran_at_once(c10::Device device, at::TensorIterator& iter, const c10::Scalar* alpha, const Loop& loop) {
-  if (alpha != nullptr) {
-    at::native::alpha_check(iter.dtype(), *alpha);
-  }
-  if (queues_kernel(device, iter.numel())) {
-    return false;
-  }
-  const KernelLaunch launch(Op::name, device);
-  loop(iter);
-  return true;
-}
-
+// queued runs at once over the iterator built here; a queued one over an
+// iterator built on the stream again (this one refers to the call's
+// arguments by address), so `loop` must own what it uses.
 template <typename Op, typename Loop>
 at::Tensor binary_on_device(const at::Tensor& self, const at::Tensor& other, const c10::Scalar* alpha, Loop loop) {
   at::Tensor result;
   at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(result, self, other);
-  if (ran_at_once<Op>(self.device(), iter, alpha, loop)) {
-    return iter.output();
+  if (alpha != nullptr) {
+    at::native::alpha_check(iter.dtype(), *alpha);
   }
-  // Queued, over an iterator built on the stream again (this one refers to the
-  // call's arguments by address); `loop` must own what it uses.
-  result = iter.output();
-  launch_kernel(
-      Op::name, self.device(), result.numel(),
-      [loop = std::move(loop)](const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor& output = iter.output();
+  launch_prepared_kernel(
+      Op::name, self.device(), output.numel(), [&] { loop(iter); },
+      [loop](const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
         at::TensorIterator queued = at::TensorIterator::borrowing_binary_op(out, a, b);
         loop(queued);
       },
-      result, self, other);
-  return result;
+      output, self, other);
+  return output;
 }
 
 at::Tensor add_Tensor(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
@@ -228,12 +215,12 @@ std::optional<at::Tensor> in_place_operand(const at::Tensor& self, const at::Ten
 template <typename Op, typename Loop>
 at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other, const c10::Scalar* alpha, Loop loop) {
   at::TensorIterator iter = at::TensorIterator::borrowing_binary_op(self, self, other);
-  if (ran_at_once<Op>(self.device(), iter, alpha, loop)) {
-    return self;
+  if (alpha != nullptr) {
+    at::native::alpha_check(iter.dtype(), *alpha);
   }
-  launch_kernel(
-      Op::name, self.device(), self.numel(),
-      [loop = std::move(loop)](const at::Tensor& written, const at::Tensor& operand) {
+  launch_prepared_kernel(
+      Op::name, self.device(), self.numel(), [&] { loop(iter); },
+      [loop](const at::Tensor& written, const at::Tensor& operand) {
         at::TensorIterator queued = at::TensorIterator::borrowing_binary_op(written, written, operand);
         loop(queued);
       },

@@ -110,7 +110,6 @@
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
-#include "driver/memory_access.h"
 
 namespace torchplug {
 namespace {
@@ -211,10 +210,6 @@ c10::Device checked_kernel_device(const Args&... args) {
   return where.device();
 }
 
-bool runs_over_device_memory(c10::Device device) {
-  return !driver::strict_memory() && backend(device.type()).kind->iterator_sees_data;
-}
-
 // The native functions take concrete sizes where the schema has symbolic ones.
 template <typename T>
 decltype(auto) concrete(T&& argument) {
@@ -286,13 +281,15 @@ decltype(auto) structured_argument(const T& argument) {
   }
 }
 
-// Launches `CpuKernel` writing into `output`, whose shape and dtype its meta
-// function already accepted. A queued kernel runs its meta function once more
-// where it runs: the iterator it builds refers to its operands by address.
-template <class CpuKernel, typename... Inputs>
-void launch_into_device(const char* name, c10::Device device, const at::Tensor& output, const Inputs&... inputs) {
-  launch_kernel(
-      name, device, output.numel(),
+// Launches `CpuKernel` writing into `output`, whose meta function already
+// ran in `prepared` and accepted its shape and dtype: at once, `prepared`
+// runs. A queued kernel runs its meta function once more where it runs: the
+// iterator it builds refers to its operands by address.
+template <class CpuKernel, class Prepared, typename... Inputs>
+void launch_into_device(const char* name, c10::Device device, Prepared& prepared, const at::Tensor& output,
+                        const Inputs&... inputs) {
+  launch_prepared_kernel(
+      name, device, output.numel(), [&] { prepared.impl(structured_argument(inputs)..., output); },
       [](const at::Tensor& written, const auto&... kept) {
         IntoDevice<CpuKernel> kernel(written);
         kernel.meta(structured_argument(kept)...);
@@ -322,7 +319,7 @@ struct Structured<Op, CpuKernel, check, at::Tensor(Args...)> {
         return call_through_fallback<Op>(device_key_set(device.type()), args...);
       }
     }
-    launch_into_device<CpuKernel>(Op::name, device, kernel.outputs[0], args...);
+    launch_into_device<CpuKernel>(Op::name, device, kernel, kernel.outputs[0], args...);
     return std::move(kernel.outputs[0]);
   }
 };
@@ -433,7 +430,7 @@ bool into_device(const char* name, c10::Device device, const at::Tensor& output,
       return false;
     }
   }
-  launch_into_device<CpuKernel>(name, device, output, inputs...);
+  launch_into_device<CpuKernel>(name, device, kernel, output, inputs...);
   return true;
 }
 

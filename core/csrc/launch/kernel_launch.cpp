@@ -129,6 +129,10 @@ bool launch_blocking() {
   return requested || driver::strict_memory();
 }
 
+bool runs_over_device_memory(c10::Device device) {
+  return !driver::strict_memory() && backend(device.type()).kind->iterator_sees_data;
+}
+
 bool queues_kernel(c10::Device device, int64_t work) {
   if (on_stream_worker_thread() || launch_blocking()) {
     return false;

@@ -69,6 +69,11 @@ void wait_for_queued_copy(const char* name, c10::Device device);
 // debugging aid, like CUDA_LAUNCH_BLOCKING) and strict memory mode.
 bool launch_blocking();
 
+// Whether the CPU's loops may run over `device`'s tensors as they are: the
+// device's memory is host memory its TensorIterator reads (not hpu, whose
+// kernels have no stub slot), and strict memory mode is off.
+bool runs_over_device_memory(c10::Device device);
+
 // Whether a kernel on `device` touching about `work` elements is queued on
 // the current stream (asynchronous execution) rather than run at once: not
 // when launches block, and not a small kernel whose stream is idle (queueing
@@ -123,20 +128,30 @@ auto kept_for_queue(QueuedViews& views, const T& argument) {
   }
 }
 
-// Runs `body(args...)` as a kernel of operator `name` on `device`, after the
-// work queued on the device's current stream: queued there (see
-// queues_kernel), over what kept_for_queue keeps of `args`, or at once.
-template <typename Body, typename... Args>
-void launch_kernel(const char* name, c10::Device device, int64_t work, Body body, const Args&... args) {
+// A kernel of operator `name` on `device`, after the work queued on the
+// device's current stream: queued there (see queues_kernel) as
+// `body(kept...)`, over what kept_for_queue keeps of `args`, or run at once
+// as `run_now()`. A kernel whose caller already prepared it here (a
+// structured kernel whose meta function built its iterator) runs that at
+// once; `body` must prepare it again, over the kept arguments.
+template <typename RunNow, typename Body, typename... Args>
+void launch_prepared_kernel(const char* name, c10::Device device, int64_t work, RunNow run_now, Body body,
+                            const Args&... args) {
   if (!queues_kernel(device, work)) {
     const KernelLaunch launch(name, device);
-    body(args...);
+    run_now();
     return;
   }
   QueuedViews views;
   enqueue_kernel(name, device, [body = std::move(body), kept = std::make_tuple(kept_for_queue(views, args)...)] {
     std::apply(body, kept);
   });
+}
+
+// The same for a kernel with nothing prepared: `body(args...)` at once.
+template <typename Body, typename... Args>
+void launch_kernel(const char* name, c10::Device device, int64_t work, Body body, const Args&... args) {
+  launch_prepared_kernel(name, device, work, [&] { body(args...); }, body, args...);
 }
 
 // The storages of the device tensors among `tensors`, in strict mode only.
