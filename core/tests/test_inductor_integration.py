@@ -240,7 +240,11 @@ def test_inductor_hashes_the_revision_into_its_cache_key(device: str) -> None:
     torch.compile(lambda x: x + 1)(torch.ones(2, device=device))
     from torch._inductor.codegen.common import get_custom_backend_pass_for_device
 
-    assert get_custom_backend_pass_for_device(device).uuid().startswith(registration.integration_revision())
+    assert (
+        get_custom_backend_pass_for_device(device)
+        .uuid()
+        .startswith(registration.integration_revision())
+    )
 
 
 def test_a_cached_graph_is_not_served_to_another_thread_count(device: str) -> None:
