@@ -7,7 +7,14 @@ import pytest
 import torch
 
 from torchplug_bench import micro, zoo
-from torchplug_bench.figures import FOREACH, Candidate, Figure, median_rounds
+from torchplug_bench.figures import (
+    FOREACH,
+    Candidate,
+    Figure,
+    Rounds,
+    median_rounds,
+    step_time_figure,
+)
 from torchplug_bench.report import Report
 from torchplug_bench.targets import TINY_OP, Target, planned_rows
 
@@ -115,3 +122,18 @@ def test_a_miss_by_less_than_the_rounding_shows_three_decimals() -> None:
         },
     )
     assert f"{TINY_OP.target.bound + 0.001:.3f}x NO" in report.as_text()
+
+
+def test_a_ratio_is_the_median_of_the_rounds_ratios() -> None:
+    # The machine slowed down for the last two rounds, both sides alike: the
+    # paired ratio stays 1.1, the ratio of the medians would not.
+    times = Rounds({"cpu": [1.0, 1.0, 1.0, 2.0, 2.0], "foo": [1.1, 1.1, 1.1, 2.2, 2.2]})
+    figure = step_time_figure(TINY_OP, times, "foo")
+    assert times["cpu"] == 1.0
+    assert times["foo"] == pytest.approx(1.1)
+    assert figure.ratio == pytest.approx(1.1)
+    drifted = Rounds({"cpu": [1.0, 1.0, 2.0, 2.0, 2.0], "foo": [1.1, 1.1, 1.1, 2.2, 2.2]})
+    assert drifted["foo"] / drifted["cpu"] == pytest.approx(0.55)
+    assert step_time_figure(TINY_OP, drifted, "foo").ratio == pytest.approx(1.1)
+    # Read back from a measuring process's JSON, the paired ratio is kept.
+    assert Figure(TINY_OP, 1.0, 2.0, paired=1.1).as_json()["ratio"] == pytest.approx(1.1)

@@ -18,7 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchplug_bench.figures import FOREACH, Candidate, Figure, median_rounds, step_time_figure
+from torchplug_bench.figures import (
+    FOREACH,
+    Candidate,
+    Figure,
+    median_rounds,
+    paired_ratio,
+    step_time_figure,
+)
 from torchplug_bench.targets import compile_time, compiled_step, eager_against_compiled
 
 WORKLOADS = ("mlp", "transformer_lm")
@@ -147,7 +154,12 @@ def _bench_steps(workload: str, device: str, rounds: int) -> list[Figure]:
     times = median_rounds(candidates, repeat=20, rounds=rounds)
     return [
         step_time_figure(compiled_step(workload), times, device),
-        Figure(eager_against_compiled(workload), times[device] * 1e3, times["eager"] * 1e3),
+        Figure(
+            eager_against_compiled(workload),
+            times[device] * 1e3,
+            times["eager"] * 1e3,
+            paired=paired_ratio(times, "eager", device),
+        ),
     ]
 
 

@@ -4,6 +4,11 @@ A :class:`Figure` is one row of :mod:`torchplug_bench.targets` measured once:
 the baseline's value and the device's, or why it could not be measured.
 :func:`median_rounds` times the two sides alike: interleaved rounds, each side
 warmed up and every round ended by synchronising that side's own device.
+
+A ratio is the median of the rounds' own ratios (:func:`paired_ratio`), not
+the ratio of the two medians: each round measures both sides back to back, so
+what the machine did meanwhile (another process, a frequency change) moves
+both, and drift between rounds cancels.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ class Figure:
     baseline_value: float | None = None
     value: float | None = None
     error: str | None = None  # why the row was not measured: a failed row
+    # The median of the rounds' ratios, where the rounds paired both sides;
+    # otherwise the ratio is that of the two values.
+    paired: float | None = None
 
     @classmethod
     def failed(cls, row: Row, error: BaseException | str) -> Figure:
@@ -40,6 +48,8 @@ class Figure:
     def ratio(self) -> float | None:
         if self.value is None or not self.baseline_value:
             return None
+        if self.paired is not None:
+            return self.paired
         return self.value / self.baseline_value
 
     @property
@@ -51,6 +61,7 @@ class Figure:
             "baseline_value": self.baseline_value,
             "value": self.value,
             "ratio": self.ratio,
+            "paired": self.paired,
             "met": self.met,
             "error": self.error,
         }
@@ -76,7 +87,24 @@ def synchronizer(device: str) -> Callable[[], None]:
     return lambda: module.synchronize(device)
 
 
-def median_rounds(candidates: dict[str, Candidate], repeat: int, rounds: int) -> dict[str, float]:
+class Rounds(dict[str, float]):
+    """Each candidate's median, with every round's value kept for :func:`paired_ratio`."""
+
+    def __init__(self, samples: dict[str, list[float]]) -> None:
+        super().__init__({name: statistics.median(values) for name, values in samples.items()})
+        self.samples = samples
+
+
+def paired_ratio(times: dict[str, float], numerator: str, denominator: str) -> float | None:
+    """The median over rounds of ``numerator / denominator``, for timings that kept
+    their rounds (:class:`Rounds`); None for plain medians."""
+    if not isinstance(times, Rounds):
+        return None
+    pairs = zip(times.samples[numerator], times.samples[denominator], strict=True)
+    return statistics.median(top / bottom for top, bottom in pairs)
+
+
+def median_rounds(candidates: dict[str, Candidate], repeat: int, rounds: int) -> Rounds:
     """Seconds per call of each candidate: rounds interleaved, median of rounds.
 
     Each candidate warms up and then waits for its device before the first
@@ -97,10 +125,12 @@ def median_rounds(candidates: dict[str, Candidate], repeat: int, rounds: int) ->
                 candidate.run()
             finish[name]()
             samples[name].append((time.perf_counter() - started) / repeat)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return Rounds(samples)
 
 
 def step_time_figure(row: Row, times: dict[str, float], device: str) -> Figure:
     """A step's time on ``device`` against the CPU's, in the row's unit."""
     scale = {"ms": 1e3, "us": 1e6, "s": 1.0}[row.unit]
-    return Figure(row, times["cpu"] * scale, times[device] * scale)
+    return Figure(
+        row, times["cpu"] * scale, times[device] * scale, paired=paired_ratio(times, device, "cpu")
+    )

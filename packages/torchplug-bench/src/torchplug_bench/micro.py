@@ -10,12 +10,19 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import statistics
 import subprocess
 import sys
 
 from torchplug_bench import targets
-from torchplug_bench.figures import FOREACH, Candidate, Figure, median_rounds, step_time_figure
+from torchplug_bench.figures import (
+    FOREACH,
+    Candidate,
+    Figure,
+    Rounds,
+    median_rounds,
+    paired_ratio,
+    step_time_figure,
+)
 
 
 def _mlp_step(device: str) -> Candidate:
@@ -57,7 +64,12 @@ def bench_mlp_sanitizer(device: str, rounds: int) -> Figure:
     times = median_rounds(
         {"off": step, "sanitizer": Candidate(device, sanitized)}, repeat=30, rounds=rounds
     )
-    return Figure(targets.MLP_SANITIZER, times["off"] * 1e3, times["sanitizer"] * 1e3)
+    return Figure(
+        targets.MLP_SANITIZER,
+        times["off"] * 1e3,
+        times["sanitizer"] * 1e3,
+        paired=paired_ratio(times, "sanitizer", "off"),
+    )
 
 
 def bench_tiny_op(device: str, rounds: int) -> Figure:
@@ -106,7 +118,9 @@ def bench_copies(device: str, rounds: int) -> list[Figure]:
     )
     gib = size / 2**30
     return [
-        Figure(row, gib / times["memcpy"], gib / times[key])
+        Figure(
+            row, gib / times["memcpy"], gib / times[key], paired=paired_ratio(times, "memcpy", key)
+        )
         for key, row in (("h2d", targets.HOST_TO_DEVICE), ("d2h", targets.DEVICE_TO_HOST))
     ]
 
@@ -151,9 +165,17 @@ def bench_import(rounds: int) -> tuple[list[Figure], dict[str, float]]:
     for _ in range(rounds):
         for name, env in variants.items():
             samples[name] += _import_time(env, 1)
-    medians = {name: statistics.median(values) * 1e3 for name, values in samples.items()}
+    times = Rounds(samples)
     figures = [
-        Figure(targets.IMPORT_ALL_ACTIVE, medians["autoload off"], medians["all active"]),
-        Figure(targets.IMPORT_ALL_DISABLED, medians["autoload off"], medians["all disabled"]),
+        Figure(
+            row,
+            times["autoload off"] * 1e3,
+            times[variant] * 1e3,
+            paired=paired_ratio(times, variant, "autoload off"),
+        )
+        for row, variant in (
+            (targets.IMPORT_ALL_ACTIVE, "all active"),
+            (targets.IMPORT_ALL_DISABLED, "all disabled"),
+        )
     ]
     return figures, {name: ms for name, ms in load_ms.items() if ms is not None}

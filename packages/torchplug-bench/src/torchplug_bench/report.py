@@ -118,7 +118,7 @@ class Report:
             if self.conditions[p].get("load_average")
         ]
         load = f"; 1-minute load average {', '.join(loads)}" if loads else ""
-        return f"{', '.join(facts)}; {' and '.join(where)}; medians of {self.rounds} rounds{load}"
+        return f"{', '.join(facts)}; {' and '.join(where)}; medians of {self.rounds} rounds, ratios the median of the rounds' ratios{load}"
 
     def _activation_line(self) -> str | None:
         parts = [
@@ -173,7 +173,13 @@ class Report:
 def _figure(row: Row, measured: dict[str, Any] | None, run_error: str | None) -> Figure:
     if measured is None:
         return Figure.failed(row, run_error or "not reported by the measuring process")
-    return Figure(row, measured["baseline_value"], measured["value"], measured["error"])
+    return Figure(
+        row,
+        measured["baseline_value"],
+        measured["value"],
+        measured["error"],
+        measured.get("paired"),
+    )
 
 
 def _cells(figure: Figure, ratio_note: dict[str, str]) -> list[str]:
