@@ -43,14 +43,15 @@ def check_build(package: str, build_info: types.ModuleType) -> None:
     """
     from torchplug import _build_info as core
 
-    # The installed distribution's version: the torchplug package imports this
-    # module, so this module does not import the package.
-    version = metadata.version("torchplug")
     check_torch_version(package, build_info.TORCH_VERSION)
     # Builds made before torchplug 0.1.0's wheels recorded no kernel API version.
     needed = getattr(build_info, "KERNEL_API_VERSION", 0)
     offered = getattr(core, "KERNEL_API_VERSION", 0)
     if needed > offered:
+        # The installed distribution's version (looked up only here: it scans
+        # the path, and every activation passes this check): the torchplug
+        # package imports this module, so this module does not import it.
+        version = metadata.version("torchplug")
         raise BackendLoadError(
             f"{package} was built against torchplug {build_info.TORCHPLUG_VERSION} (kernel API "
             f"{needed}) but torchplug {version} (kernel API {offered}) is "
