@@ -125,6 +125,9 @@ def bench_copies(device: str, rounds: int) -> list[Figure]:
     ]
 
 
+IMPORTS_PER_ROUND = 3
+
+
 def _import_time(env: dict[str, str], runs: int) -> list[float]:
     code = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
     out = []
@@ -162,9 +165,13 @@ def bench_import(rounds: int) -> tuple[list[Figure], dict[str, float]]:
     # editable mode (a workspace's), which a wheel's installer compiles as
     # torch's was: like with like even where PYTHONDONTWRITEBYTECODE is set.
     _import_time({k: v for k, v in base.items() if k != "PYTHONDONTWRITEBYTECODE"}, 1)
-    for _ in range(rounds):
-        for name, env in variants.items():
-            samples[name] += _import_time(env, 1)
+    # One import moves by several percent from process to process, as much as
+    # the difference measured: three interleaved imports of each per round,
+    # in an order that rotates, so that no variant always follows the same one.
+    names = list(variants)
+    for turn in range(rounds * IMPORTS_PER_ROUND):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            samples[name] += _import_time(variants[name], 1)
     times = Rounds(samples)
     figures = [
         Figure(
