@@ -24,6 +24,13 @@
 namespace torchplug {
 namespace {
 
+// An operator with a sparse CPU kernel, and whether that kernel overrides a
+// composite (see below).
+struct SparseOperator {
+  c10::OperatorName name;
+  bool overrides_composite;
+};
+
 // Where the CPU overrides a composite kernel, a device would run the
 // composite: for sparse tensors (clone, copy_, empty_like, ...) a dense
 // decomposition that fails; for dense ones another algorithm than the CPU's
@@ -31,11 +38,6 @@ namespace {
 // operators and round differently) or a functional variant that allocates
 // its output and calls the out= variant. These operators go to the CPU
 // fallback instead, which runs the CPU's own kernel over the device memory.
-struct SparseOperator {
-  c10::OperatorName name;
-  bool overrides_composite;
-};
-
 struct CpuKernelOperators {
   std::vector<c10::OperatorName> dense_overrides;  // aten operators whose CPU kernel overrides a composite
   std::vector<SparseOperator> coo;                 // every operator with a SparseCPU kernel
