@@ -95,11 +95,8 @@ class Rounds(dict[str, float]):
         self.samples = samples
 
 
-def paired_ratio(times: dict[str, float], numerator: str, denominator: str) -> float | None:
-    """The median over rounds of ``numerator / denominator``, for timings that kept
-    their rounds (:class:`Rounds`); None for plain medians."""
-    if not isinstance(times, Rounds):
-        return None
+def paired_ratio(times: Rounds, numerator: str, denominator: str) -> float:
+    """The median over rounds of ``numerator / denominator``."""
     pairs = zip(times.samples[numerator], times.samples[denominator], strict=True)
     return statistics.median(top / bottom for top, bottom in pairs)
 
@@ -128,7 +125,7 @@ def median_rounds(candidates: dict[str, Candidate], repeat: int, rounds: int) ->
     return Rounds(samples)
 
 
-def step_time_figure(row: Row, times: dict[str, float], device: str) -> Figure:
+def step_time_figure(row: Row, times: Rounds, device: str) -> Figure:
     """A step's time on ``device`` against the CPU's, in the row's unit."""
     scale = {"ms": 1e3, "us": 1e6, "s": 1.0}[row.unit]
     return Figure(
