@@ -21,7 +21,7 @@ import glob
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from torchplug import settings
 from torchplug.device_kind import kind_of
@@ -34,8 +34,7 @@ _lock = threading.Lock()
 _warned = False
 
 
-@dataclass(frozen=True)
-class Coexistence:
+class Coexistence(NamedTuple):
     """How a PrivateUse1 backend and CUDA share this process."""
 
     cuda_available: bool

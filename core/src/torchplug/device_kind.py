@@ -7,11 +7,10 @@ testing the dispatch key's name, so a third kind of key would be one more row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class DeviceKind:
+class DeviceKind(NamedTuple):
     """How torch exposes one dispatch key to an out-of-tree backend."""
 
     # The name a plugin gives as ``Backend(dispatch_key=...)``; also the C++ table's key.

@@ -41,7 +41,8 @@ class Report:
     cuda: cuda_coexistence.Coexistence | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # asdict keeps a named tuple a tuple, which JSON would write as a list.
+        return {**asdict(self), "cuda": None if self.cuda is None else self.cuda._asdict()}
 
 
 def collect() -> Report:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 AUTOLOAD = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 DISABLE = "TORCHPLUG_DISABLE"
@@ -49,8 +49,7 @@ def _per_backend(name: str, backend: str) -> str | None:
     return os.environ.get(specific, os.environ.get(name))
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     autoload: bool
     disabled: frozenset[str]
     privateuse1: str | None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 
 from torchplug import settings
 from torchplug.backend import BackendState, BackendStatus
@@ -27,10 +26,12 @@ shadowed_backends: list[BackendStatus] = []
 failed_imports: dict[str, BackendStatus] = {}
 
 
-@dataclass
 class PrivateUse1Record:
-    # The backend the key went to (active, or failed after taking it); None until chosen.
-    holder: BackendStatus | None = None
+    __slots__ = ("holder",)
+
+    def __init__(self) -> None:
+        # The backend the key went to (active, or failed after taking it); None until chosen.
+        self.holder: BackendStatus | None = None
 
 
 privateuse1 = PrivateUse1Record()

@@ -18,8 +18,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchplug.activation import records
 from torchplug.backend import BackendState, BackendStatus
@@ -78,8 +77,10 @@ def stand_in_device_module(torch: types.ModuleType, status: BackendStatus) -> No
 # torch.Stream(device=...), torch.Event() without a device, factories with
 # pin_memory=True) cannot be reached from Python and keep raising.
 
-# What getAccelerator raises; group 1 is the other accelerator.
-_CONFLICT = re.compile(r"Cannot have both (?:HPU and (\w+)|(\w+) and HPU)\.")
+# What getAccelerator raises; group 1 or 2 is the other accelerator. A pattern
+# string rather than a module-level compile: only an error needs it, and
+# compiling it would add to every ``import torch``.
+_CONFLICT = r"Cannot have both (?:HPU and (\w+)|(\w+) and HPU)\."
 # Torch releases whose symbols below were checked: each exists (a builtin of
 # torch._C, a method of torch._C.TensorBase) and its Python callers in
 # torch.accelerator, torch.amp.autocast_mode and torch.utils.data are unchanged.
@@ -90,8 +91,7 @@ class AcceleratorUnreachableError(RuntimeError):
     """A ``torch.accelerator`` call that cannot reach hpu on this torch build."""
 
 
-@dataclass(frozen=True)
-class Replaced:
+class Replaced(NamedTuple):
     """A torch function replaced in a process with hpu beside a compiled-in accelerator."""
 
     owner: str  # "torch._C", "torch" or "torch.Tensor"
@@ -107,7 +107,7 @@ class Replaced:
 
 def conflicting_accelerator(error: BaseException) -> str | None:
     """The accelerator ``error`` says HPU cannot coexist with, or None for another error."""
-    match = _CONFLICT.search(str(error)) if isinstance(error, RuntimeError) else None
+    match = re.search(_CONFLICT, str(error)) if isinstance(error, RuntimeError) else None
     return None if match is None else (match.group(1) or match.group(2))
 
 

@@ -5,8 +5,7 @@ log line of each one's first fallback (``TORCHPLUG_WARN_FALLBACK=1``)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchplug.device_kind import kind_of_device
 from torchplug.device_module._device import BoundDevice
@@ -20,8 +19,7 @@ KERNEL_GUIDE = (
 )
 
 
-@dataclass(frozen=True)
-class FallbackOperator:
+class FallbackOperator(NamedTuple):
     """One operator the CPU fallback ran on a device type.
 
     ``operator`` is its schema name and overload (``"aten::erfinv"``,

@@ -5,16 +5,14 @@ current device, synchronization, what a device is (``torch.cuda``'s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from torchplug.device_module._device import BoundDevice
 
 
-@dataclass(frozen=True)
-class DeviceProperties:
+class DeviceProperties(NamedTuple):
     name: str
     total_memory: int
     multi_processor_count: int
