@@ -119,7 +119,6 @@ const BackendIdentity& register_backend(const std::string& key_name, const std::
   register_host_allocator(identity.type);
   register_device_guard(identity.type);
   register_kernels(identity);
-  register_autocast(identity);
   if (kind.register_type_specific != nullptr) {
     kind.register_type_specific();
   }

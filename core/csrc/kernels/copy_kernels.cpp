@@ -23,6 +23,7 @@
 #include "launch/kernel_launch.h"
 #include "launch/worker_thread.h"
 #include "driver/memory_access.h"
+#include "registration/device_kernels.h"
 
 namespace torchplug {
 namespace {
@@ -223,7 +224,7 @@ void register_math_bit_copies() {
   (void)libraries;
 }
 
-void register_copy_kernels(torch::Library& library) {
+void register_copy_kernels(DeviceKernels& library) {
   library.impl("_copy_from", TORCH_FN(copy_from));
   library.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   library.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));

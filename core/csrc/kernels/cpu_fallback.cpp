@@ -5,6 +5,7 @@
 #include <string>
 
 #include <ATen/core/op_registration/adaption.h>
+#include <c10/core/TensorOptions.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/StringUtil.h>
 
@@ -15,6 +16,7 @@
 #include "launch/kernel_launch.h"
 #include "memory/sparse_alias.h"
 #include "driver/memory_access.h"
+#include "registration/kernels.h"
 
 namespace torchplug {
 namespace {
@@ -301,6 +303,14 @@ uint64_t result_bytes(const CallState& state, const at::Tensor& result) {
 }  // namespace
 
 void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const c10::DeviceType type = c10::dispatchKeyToDeviceType(keys.highestPriorityTypeId());
+  if (!kernels_registered(type)) {
+    // The device's first operator (a factory given only the device): it may
+    // have a kernel of the device once they are registered.
+    ensure_kernels_registered(type);
+    op.redispatchBoxed(keys, stack);
+    return;
+  }
   const auto started = std::chrono::steady_clock::now();
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();

@@ -12,6 +12,7 @@
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
+#include "registration/kernels.h"
 
 namespace torchplug {
 namespace {
@@ -29,6 +30,7 @@ at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::Scala
                                  std::optional<c10::Layout> /*layout*/, std::optional<c10::Device> device,
                                  std::optional<bool> /*pin_memory*/) {
   const c10::Device dev = target_device(device);
+  ensure_kernels_registered(dev.type());  // a tensor without memory: the allocator is not asked
   const caffe2::TypeMeta type = c10::scalarTypeToTypeMeta(c10::dtype_or_default(dtype));
   c10::Storage nothing(c10::Storage::use_byte_size_t(),
                        at::detail::computeStorageNbytesContiguous(size, type.itemsize()), c10::DataPtr(nullptr, dev),

@@ -33,13 +33,13 @@
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/sub_ops.h>
-#include <torch/library.h>
 
 #include "backend/backend.h"
 #include "kernels/cpu_fallback.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
 #include "driver/memory_access.h"
+#include "registration/device_kernels.h"
 
 namespace torchplug {
 namespace {
@@ -320,7 +320,7 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, c
 
 }  // namespace
 
-void register_host_kernels(torch::Library& library) {
+void register_host_kernels(DeviceKernels& library) {
   library.impl("add.Tensor", TORCH_FN(add_Tensor));
   library.impl("sub.Tensor", TORCH_FN(sub_Tensor));
   library.impl("mul.Tensor", TORCH_FN(mul_Tensor));

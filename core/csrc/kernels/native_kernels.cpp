@@ -103,13 +103,13 @@
 #include <ATen/ops/threshold_backward_native.h>
 #include <ATen/ops/threshold_backward_ops.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
 
 #include "backend/backend.h"
 #include "kernels/cpu_fallback.h"
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
+#include "registration/device_kernels.h"
 
 namespace torchplug {
 namespace {
@@ -520,7 +520,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
 
 }  // namespace
 
-void register_native_kernels(torch::Library& library) {
+void register_native_kernels(DeviceKernels& library) {
   namespace ops = at::_ops;
   namespace cpu = at::native;
   library.impl("mm", TORCH_FN((&Structured<ops::mm, cpu::structured_mm_out_cpu, DeviceCheck::kNamedArguments>::call)));

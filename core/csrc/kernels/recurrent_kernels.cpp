@@ -27,7 +27,8 @@
 #include <ATen/ops/tanh_backward.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
+
+#include "registration/device_kernels.h"
 
 namespace torchplug {
 namespace {
@@ -180,7 +181,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
 
 }  // namespace
 
-void register_recurrent_kernels(torch::Library& library) {
+void register_recurrent_kernels(DeviceKernels& library) {
   library.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
   library.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward));
   library.impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));

@@ -18,6 +18,7 @@
 #include "driver/event.h"
 #include "driver/memory_access.h"
 #include "driver/stream.h"
+#include "registration/kernels.h"
 
 namespace torchplug {
 namespace {
@@ -68,6 +69,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   explicit CachingDeviceAllocator(c10::DeviceType type) : type_(type) {}
 
   c10::DataPtr allocate(size_t nbytes) override {
+    // Every tensor with storage on the device is allocated here first.
+    ensure_kernels_registered(type_);
     const c10::DeviceIndex device = checked_device_index(type_, -1);
     if (nbytes == 0) {
       return c10::DataPtr(nullptr, c10::Device(type_, device));

@@ -22,6 +22,7 @@
 #include "driver/stream.h"
 #include "launch/worker_thread.h"
 #include "memory/host_alias.h"
+#include "registration/kernels.h"
 
 namespace torchplug {
 namespace {
@@ -109,6 +110,7 @@ std::vector<int64_t> share_memory(const at::Tensor& self) {
 // share_memory_ in any process) names; an empty one for no handle.
 at::Tensor from_ipc_handle(c10::IntArrayRef handle, int64_t nbytes, c10::Device device) {
   check_shareable(device);
+  ensure_kernels_registered(device.type());  // the memory is opened, not allocated
   const c10::Device indexed(device.type(), checked_device_index(device.type(), device.index()));
   const auto bytes = static_cast<size_t>(nbytes);
   c10::DataPtr data(nullptr, indexed);

@@ -1,4 +1,5 @@
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,8 @@
 #include "device/device_guard.h"
 #include "memory/host_alias.h"
 #include "memory/host_allocator.h"
+#include "registration/autocast.h"
+#include "registration/device_kernels.h"
 #include "registration/kernels.h"
 #include "registration/library_registry.h"
 #include "memory/sparse_alias.h"
@@ -102,7 +105,7 @@ constexpr std::array<const char*, 6> kStubCallingComposites{
     "_validate_sparse_csr_tensor_args", "_validate_sparse_csc_tensor_args",
     "_validate_sparse_bsr_tensor_args", "_validate_sparse_bsc_tensor_args"};
 
-void route_stub_calling_composites(torch::Library& library) {
+void route_stub_calling_composites(DeviceKernels& library) {
   for (const char* name : kStubCallingComposites) {
     library.impl(name, torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
   }
@@ -141,46 +144,82 @@ Libraries route_sparse_to_fallback(c10::DispatchKey key, const std::vector<Spars
 }  // namespace
 
 void register_factory_kernels(torch::Library& library);
-void register_copy_kernels(torch::Library& library);
-void register_native_kernels(torch::Library& library);
-void register_host_kernels(torch::Library& library);
-void register_recurrent_kernels(torch::Library& library);
+void register_copy_kernels(DeviceKernels& library);
+void register_native_kernels(DeviceKernels& library);
+void register_host_kernels(DeviceKernels& library);
+void register_recurrent_kernels(DeviceKernels& library);
 void register_math_bit_copies();
+
+namespace {
+
+// Per device type: whether ensure_kernels_registered has run. Read on every
+// device allocation, so the check is one acquire load.
+std::array<std::atomic<bool>, static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)> kernels_ready{};
+
+// What a device type's first tensor needs: every other kernel of the device,
+// the routes of the operators the CPU overrides a composite for, the sparse
+// routes, and autocast.
+void register_deferred_kernels(const BackendIdentity& backend) {
+  register_once(backend.type, [&backend] {
+    const c10::DispatchKey key = backend.key;
+    auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+    DeviceKernels device_kernels(*kernels, key);
+    register_copy_kernels(device_kernels);
+    register_native_kernels(device_kernels);
+    register_host_kernels(device_kernels);
+    register_recurrent_kernels(device_kernels);
+    route_to_fallback(*kernels, key, cpu_kernel_operators().dense_overrides);
+    route_stub_calling_composites(device_kernels);
+    Libraries libraries;
+    libraries.push_back(std::move(kernels));
+    for (auto& [sparse_key, operators] : {std::pair{backend.sparse_key, &cpu_kernel_operators().coo},
+                                          std::pair{backend.sparse_csr_key, &cpu_kernel_operators().compressed}}) {
+      for (auto& library : route_sparse_to_fallback(sparse_key, *operators)) {
+        libraries.push_back(std::move(library));
+      }
+    }
+    return libraries;
+  });
+  register_autocast(backend);
+}
+
+}  // namespace
 
 void register_kernels(const BackendIdentity& backend) {
   register_math_bit_copies();
   register_once(backend.type, [&backend] {
     const c10::DispatchKey key = backend.key;
-    const c10::DispatchKey coo_key = backend.sparse_key;
-    const c10::DispatchKey compressed_key = backend.sparse_csr_key;
-    auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
-    register_factory_kernels(*kernels);
-    register_copy_kernels(*kernels);
-    register_native_kernels(*kernels);
-    register_host_kernels(*kernels);
-    register_recurrent_kernels(*kernels);
-    auto coo = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", coo_key, __FILE__, __LINE__);
+    auto factories = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+    register_factory_kernels(*factories);
+    auto coo =
+        std::make_unique<torch::Library>(torch::Library::IMPL, "aten", backend.sparse_key, __FILE__, __LINE__);
     auto compressed =
-        std::make_unique<torch::Library>(torch::Library::IMPL, "aten", compressed_key, __FILE__, __LINE__);
+        std::make_unique<torch::Library>(torch::Library::IMPL, "aten", backend.sparse_csr_key, __FILE__, __LINE__);
     register_sparse_kernels(*coo, *compressed);
-    route_to_fallback(*kernels, key, cpu_kernel_operators().dense_overrides);
-    route_stub_calling_composites(*kernels);
-    Libraries libraries;
-    libraries.push_back(std::move(kernels));
-    libraries.push_back(std::move(coo));
-    libraries.push_back(std::move(compressed));
-    for (auto& [sparse_key, operators] : {std::pair{coo_key, &cpu_kernel_operators().coo},
-                                          std::pair{compressed_key, &cpu_kernel_operators().compressed}}) {
-      for (auto& library : route_sparse_to_fallback(sparse_key, *operators)) {
-        libraries.push_back(std::move(library));
-      }
-    }
-    // Dense operators without a device kernel run the CPU's.
+    // Dense operators without a device kernel run the CPU's. Registered now:
+    // a factory given only a device (torch.randperm(5, device=...)) reaches
+    // it before any tensor of the device exists.
     auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
     fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    Libraries libraries;
+    libraries.push_back(std::move(factories));
+    libraries.push_back(std::move(coo));
+    libraries.push_back(std::move(compressed));
     libraries.push_back(std::move(fallback));
     return libraries;
   });
+}
+
+bool kernels_registered(c10::DeviceType type) {
+  return kernels_ready[static_cast<size_t>(type)].load(std::memory_order_acquire);
+}
+
+void ensure_kernels_registered(c10::DeviceType type) {
+  if (kernels_registered(type)) {
+    return;
+  }
+  register_deferred_kernels(backend(type));
+  kernels_ready[static_cast<size_t>(type)].store(true, std::memory_order_release);
 }
 
 }  // namespace torchplug
