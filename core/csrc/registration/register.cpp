@@ -86,12 +86,9 @@ std::string unqualified_name(const c10::OperatorName& name) {
   return unqualified;
 }
 
-void route_to_fallback(torch::Library& library, c10::DispatchKey key, const std::vector<c10::OperatorName>& names) {
-  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+// A device kernel of ours, or one a user gave, stays (DeviceKernels).
+void route_to_fallback(DeviceKernels& library, const std::vector<c10::OperatorName>& names) {
   for (const c10::OperatorName& name : names) {
-    if (dispatcher.findOp(name)->hasKernelForDispatchKey(key)) {
-      continue;  // a device kernel of ours stays
-    }
     library.impl(unqualified_name(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
   }
 }
@@ -168,7 +165,7 @@ void register_deferred_kernels(const BackendIdentity& backend) {
     register_native_kernels(device_kernels);
     register_host_kernels(device_kernels);
     register_recurrent_kernels(device_kernels);
-    route_to_fallback(*kernels, key, cpu_kernel_operators().dense_overrides);
+    route_to_fallback(device_kernels, cpu_kernel_operators().dense_overrides);
     route_stub_calling_composites(device_kernels);
     Libraries libraries;
     libraries.push_back(std::move(kernels));
