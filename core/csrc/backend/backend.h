@@ -56,6 +56,10 @@ struct BackendIdentity {
   c10::DispatchKey autocast_key;
   c10::DispatchKeySet dense_keys;   // what a dense device tensor carries
   driver::DeviceRuntime* runtime;   // the index space: devices, memory, streams (over the driver)
+  // The host may read and write device memory (TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY):
+  // CPU kernels run over it in place. Otherwise (a discrete device) every
+  // byte crosses through the driver's copies.
+  bool host_addressable;
 };
 
 // Binds the device runtime `name` (opened with open_backend_driver, else on
@@ -64,9 +68,8 @@ struct BackendIdentity {
 // needs for it. Idempotent.
 const BackendIdentity& register_backend(const std::string& key_name, const std::string& name);
 
-// Opens backend `name`'s driver (the simulator for an empty `path`) and checks
-// that the core can serve it: what it needs of the driver's capabilities.
-// Throws a message naming the driver and what is missing. Idempotent.
+// Opens backend `name`'s driver (the simulator for an empty `path`); throws a
+// message naming the driver and what failed. Idempotent.
 driver::DeviceRuntime& open_backend_driver(const std::string& name, const std::string& path,
                                            const std::string& options = "");
 

@@ -75,7 +75,10 @@ const BackendIdentity* make_identity(const DeviceKind& kind, driver::DeviceRunti
                              c10::computeDispatchKey(std::nullopt, c10::kSparseCsr, device),
                              at::autocast::get_autocast_dispatch_key_from_device_type(kind.type),
                              c10::DispatchKeySet(key),
-                             &runtime};
+                             &runtime,
+                             translate_runtime_errors([&] {
+                               return runtime.has_capability(TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY);
+                             })};
 }
 
 }  // namespace
@@ -85,25 +88,13 @@ driver::DeviceRuntime& open_backend_driver(const std::string& name, const std::s
   driver::DeviceRuntime& runtime = translate_runtime_errors(
       [&]() -> driver::DeviceRuntime& { return driver::DeviceRuntime::open(name, path, options); });
   driver::strict_memory_runtime_opened(runtime);
-  // Every path of the core reads and writes device memory from the host (host
-  // aliases, CPU loops over device memory, compiled C++ kernels over device
-  // pointers); the copying paths a discrete device needs are not built yet.
-  const bool host_addressable =
-      translate_runtime_errors([&] { return runtime.has_capability(TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY); });
-  TORCH_CHECK(host_addressable, "The driver ", runtime.library().name(), " (", runtime.library().path(),
-              ") does not declare TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY for the '", name,
-              "' devices, and this torchplug serves only drivers whose device memory the host can address (its "
-              "fallback, kernels and compiled kernels read device memory directly). Use a driver with "
-              "host-addressable memory, or a torchplug with the copying paths for discrete devices.");
   return runtime;
 }
 
 const BackendIdentity& register_backend(const std::string& key_name, const std::string& name) {
   const DeviceKind& kind = device_kind(key_name);
-  // Through open_backend_driver again: a runtime opened but refused (a driver
-  // without what the core needs) must not be registered.
   driver::DeviceRuntime* opened = driver::DeviceRuntime::find(name);
-  driver::DeviceRuntime& runtime = open_backend_driver(name, opened != nullptr ? opened->library().path() : "");
+  driver::DeviceRuntime& runtime = opened != nullptr ? *opened : open_backend_driver(name, "");
   const BackendIdentity*& slot = backends[static_cast<size_t>(kind.type)];
   if (slot != nullptr && slot->runtime != &runtime) {
     throw std::runtime_error("Device type " + key_name + " is already served by '" + slot->name + "'.");

@@ -180,6 +180,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("name"), py::arg("path"), py::arg("options") = "");
   m.def("driver_info", &driver_info);
+  m.def("host_addressable", [](const std::string& name) { return backend(name).host_addressable; });
   m.def("opened_drivers", &driver::DeviceRuntime::opened_names);
   m.def("default_driver_path", &driver::default_driver_path);
   m.attr("DRIVER_API_VERSION") = py::make_tuple(TPD_API_MAJOR, TPD_API_MINOR);

@@ -11,6 +11,7 @@
 #include <ATen/ops/_copy_from_ops.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/copy.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/resolve_conj.h>
 #include <ATen/ops/resolve_neg.h>
 #include <c10/core/DeviceGuard.h>
@@ -20,6 +21,7 @@
 #include "profiler/device_activity.h"
 #include "memory/host_alias.h"
 #include "memory/host_allocator.h"
+#include "memory/host_mirror.h"
 #include "launch/kernel_launch.h"
 #include "launch/worker_thread.h"
 #include "driver/memory_access.h"
@@ -111,14 +113,81 @@ bool cpu_loop_copies(const at::Tensor& src, const at::Tensor& dst) {
   return !src.is_complex() || dst.is_complex();
 }
 
+// Whether the host may read and write `tensor`'s memory: a host tensor, or
+// one of a device whose memory is host-addressable.
+bool host_addressable(const at::Tensor& tensor) {
+  const BackendIdentity* identity = is_device(tensor) ? find_backend(tensor.device().type()) : nullptr;
+  return identity == nullptr || identity->host_addressable;
+}
+
+bool share_storage(const at::Tensor& a, const at::Tensor& b) {
+  return a.has_storage() && b.has_storage() && a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
+}
+
+TPD_CopyKind copy_kind(const at::Tensor& src, const at::Tensor& dst) {
+  if (!is_device(src)) {
+    return TPD_COPY_HOST_TO_DEVICE;
+  }
+  return is_device(dst) ? TPD_COPY_DEVICE_TO_DEVICE : TPD_COPY_DEVICE_TO_HOST;
+}
+
+// A copy to or from a device whose memory the host cannot address, inside
+// its launch: every byte crosses through the driver. Same-layout copies are
+// one driver copy; others convert on the host, between copies of the bytes
+// involved.
+at::Tensor copy_through_driver(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const at::Tensor& on_device = is_device(dst) ? dst : src;
+  const driver::Stream& stream = runtime_stream(current_stream(on_device.device()));
+  if (bytewise_copyable(src, dst) && !share_storage(src, dst)) {
+    const TPD_CopyKind kind = copy_kind(src, dst);
+    translate_runtime_errors([&] {
+      stream.copy_async(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes(), kind);
+      // The host waits for a blocking copy, and for any copy into pageable
+      // memory (as CUDA does); a device-to-device copy keeps stream order.
+      const bool to_pageable = kind == TPD_COPY_DEVICE_TO_HOST && !is_pinned_host_pointer(dst.data_ptr());
+      if (kind != TPD_COPY_DEVICE_TO_DEVICE && (!non_blocking || to_pageable)) {
+        stream.synchronize();
+      }
+    });
+    return dst;
+  }
+  // A destination whose every byte is written (dense, no math bit, not over
+  // the source's memory) is uploaded whole; any other is read, written on the
+  // host and copied back.
+  const bool whole_destination = is_device(dst) && dst.is_non_overlapping_and_dense() && !dst.is_conj() &&
+                                 !dst.is_neg() && !share_storage(src, dst);
+  HostMirrors mirrors;
+  mirrors.note(src);
+  if (!whole_destination) {
+    mirrors.note(dst);
+  }
+  const at::Tensor host_src = is_device(src) ? mirrors.mirror(src) : src;
+  const at::Tensor host_dst = is_device(dst) && !whole_destination ? mirrors.mirror(dst) : dst;
+  mirrors.download();
+  if (!is_device(dst)) {
+    dst.copy_(host_src);
+  } else if (whole_destination) {
+    const at::Tensor staged = at::empty_strided(dst.sizes(), dst.strides(), dst.options().device(c10::kCPU));
+    staged.copy_(host_src);
+    translate_runtime_errors([&] {
+      stream.copy_async(dst.mutable_data_ptr(), staged.const_data_ptr(), dst.nbytes(), TPD_COPY_HOST_TO_DEVICE);
+    });
+  } else {
+    host_dst.copy_(host_src);
+    mirrors.write_back(dst, host_dst);
+  }
+  return dst;
+}
+
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(src.defined() && dst.defined(), "Cannot copy an undefined tensor.");
   if (dst.numel() == 0) {
     return dst;
   }
+  const bool through_driver = !host_addressable(src) || !host_addressable(dst);
   // A blocking copy waits for the driver's, as cudaMemcpy does; a queued
   // kernel's own copy runs at once, in its stream's order.
-  if ((non_blocking || !on_stream_worker_thread()) && try_async_copy(src, dst)) {
+  if (!through_driver && (non_blocking || !on_stream_worker_thread()) && try_async_copy(src, dst)) {
     if (!non_blocking) {
       wait_for_queued_copy(copy_name(src, dst), is_device(dst) ? dst.device() : src.device());
     }
@@ -138,6 +207,9 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     options.host_waits = !non_blocking;
   }
   const KernelLaunch launch(copy_name(src, dst), on_device.device(), touched_memory({&src, &dst}), options);
+  if (through_driver) {
+    return copy_through_driver(src, dst, non_blocking);
+  }
   if (cpu_loop_copies(src, dst)) {
     // The CPU's copy_ builds this iterator (which refuses overlapping source
     // and destination) and runs this loop; over host aliases it would also
@@ -172,6 +244,13 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   LaunchOptions options{ActivityKind::kMemcpy};
   options.host_waits = true;
   const KernelLaunch launch("item()", self.device(), touched_memory({&self}), options);
+  if (!host_addressable(self)) {
+    HostMirrors mirrors;
+    mirrors.note(self);
+    const at::Tensor host = mirrors.mirror(self);
+    mirrors.download();
+    return at::_local_scalar_dense(host);
+  }
   return at::_local_scalar_dense(host_alias(self));
 }
 

@@ -13,6 +13,7 @@
 #include "device/generator.h"
 #include "kernels/fallback_report.h"
 #include "memory/host_alias.h"
+#include "memory/host_mirror.h"
 #include "launch/kernel_launch.h"
 #include "memory/sparse_alias.h"
 #include "driver/memory_access.h"
@@ -21,7 +22,8 @@
 namespace torchplug {
 namespace {
 
-// One device tensor handed to the kernel as a host alias.
+// One device tensor handed to the kernel as a host tensor: an alias of its
+// memory, or a copy of it (a mirror) where the host cannot address it.
 struct Aliased {
   at::Tensor original;
   at::Tensor alias;
@@ -41,7 +43,11 @@ struct CallState {
   const c10::OperatorHandle& op;
   KernelDevice operands;          // the arguments' devices
   c10::Device device{c10::kCPU};  // the device the call runs on, once found
-  HostAliases host_aliases;       // views of one device storage share a host storage
+  // The device's memory is copied to and from the host (a discrete device)
+  // rather than aliased.
+  bool copying = false;
+  HostAliases host_aliases;  // views of one device storage share a host storage
+  HostMirrors mirrors;       // the same, for copies
   c10::SmallVector<Aliased, 4> aliased;
   c10::SmallVector<WrittenHostTensor, 1> written_on_host;
   bool has_generator_arg = false;
@@ -131,6 +137,14 @@ at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argume
   TORCH_CHECK(find_device_runtime(tensor.device().type()) != nullptr, "Cannot run ", state.op.schema().name(),
               " on ", tensor.device(), ": no torchplug backend serves that device.");
   check_device_layout(state, tensor);
+  if (state.copying) {
+    TORCH_CHECK_NOT_IMPLEMENTED(!is_sparse_layout(tensor), "Cannot run ", state.op.schema().name(), " on ",
+                                tensor.device(), ": sparse tensors are not supported yet on a device whose memory ",
+                                "the host cannot address. Use a dense tensor (.to_dense()), or compute on the CPU.");
+    at::Tensor copy = state.mirrors.mirror(tensor);
+    state.aliased.push_back({tensor, copy, copy.storage().unsafeGetStorageImpl(), is_mutable});
+    return copy;
+  }
   if (is_sparse_layout(tensor)) {
     // Its parts are aliased like any device tensor, so results that view
     // them map back to the device parts.
@@ -200,6 +214,25 @@ c10::IValue convert_argument(CallState& state, const c10::Argument& argument, c1
   return value;
 }
 
+// Calls `visit` on every tensor `value` holds (a tensor, a list of tensors, a
+// list of optional tensors).
+template <typename Visit>
+void for_each_tensor(const c10::IValue& value, const Visit& visit) {
+  if (value.isTensor()) {
+    visit(value.toTensor());
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& tensor : value.toTensorList()) {
+      visit(tensor);
+    }
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) {
+      if (element.isTensor()) {
+        visit(element.toTensor());
+      }
+    }
+  }
+}
+
 // The argument a kernel's result is (in-place and out= return their
 // argument), or null for a new tensor.
 const Aliased* returned_argument(const CallState& state, const at::Tensor& result) {
@@ -220,6 +253,13 @@ at::Tensor to_device(const CallState& state, const at::Tensor& result) {
     return argument->original;
   }
   check_result_fits_device(state, result);
+  if (state.copying) {
+    TORCH_CHECK_NOT_IMPLEMENTED(!is_sparse_layout(result), state.op.schema().name(), " makes a sparse tensor, which ",
+                                "is not supported yet on ", state.device, ", a device whose memory the host cannot ",
+                                "address. Compute it on the CPU.");
+    const at::Tensor view = state.mirrors.device_view_of(result);
+    return view.defined() ? view : upload_to_device(result, state.device);
+  }
   if (is_sparse_layout(result)) {
     return sparse_to_device(result, state.device, [&state](const at::Tensor& part) { return to_device(state, part); });
   }
@@ -233,8 +273,12 @@ at::Tensor to_device(const CallState& state, const at::Tensor& result) {
 
 // Writes back what a kernel did to a mutable argument's metadata (resize,
 // reallocation) onto the device tensor it stands for.
-void sync_mutated(const CallState& state, const Aliased& entry) {
+void sync_mutated(CallState& state, const Aliased& entry) {
   const at::Tensor& alias = entry.alias;
+  if (state.copying) {
+    state.mirrors.write_back(entry.original, alias);
+    return;
+  }
   if (!entry.strided()) {
     sync_sparse(alias, entry.original, [&state](const at::Tensor& part) { return to_device(state, part); });
     return;
@@ -302,7 +346,7 @@ uint64_t result_bytes(const CallState& state, const at::Tensor& result) {
 
 }  // namespace
 
-void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const c10::DeviceType type = c10::dispatchKeyToDeviceType(keys.highestPriorityTypeId());
   if (!kernels_registered(type)) {
     // The device's first operator (a factory given only the device): it may
@@ -319,6 +363,13 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
   const c10::DispatchKeySet cpu_keys = host_keys(keys);
   CallState state{op, KernelDevice(schema.name().c_str())};
   state.sparse_kernel = cpu_keys != c10::DispatchKeySet(c10::DispatchKey::CPU);
+  state.copying = !backend(type).host_addressable;
+  if (state.copying) {
+    // The spans of device memory the call uses, before any is mirrored.
+    for (size_t i = 0; i < num_arguments; ++i) {
+      for_each_tensor((*stack)[first + i], [&state](const at::Tensor& tensor) { state.mirrors.note(tensor); });
+    }
+  }
 
   for (size_t i = 0; i < num_arguments; ++i) {
     c10::IValue& slot = (*stack)[first + i];
@@ -345,12 +396,15 @@ void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ke
     for (const Aliased& entry : state.aliased) {
       if (entry.strided()) {
         bytes += entry.original.nbytes();
-        if (driver::strict_memory()) {
+        if (driver::strict_memory() && !state.copying) {
           accessed.push_back(entry.original.storage().data());
         }
       }
     }
     const KernelLaunch launch(schema.name().c_str(), state.device, accessed, {ActivityKind::kFallbackKernel});
+    if (state.copying) {
+      state.mirrors.download();
+    }
     op.redispatchBoxed(cpu_keys, stack);
     for (const Aliased& entry : state.aliased) {
       if (entry.mutable_arg) {

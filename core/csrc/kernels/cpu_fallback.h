@@ -9,11 +9,13 @@
 
 namespace torchplug {
 
-// Runs an operator without a native kernel on its CPU kernel, over aliases of
-// the device memory rather than copies (see host_alias.h).
-void aliasing_cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
+// Runs an operator without a native kernel on its CPU kernel: over aliases of
+// the device memory where the host may address it (see host_alias.h), else
+// over host copies of the bytes it uses, copied back where it writes them
+// (see host_mirror.h), in stream order either way.
+void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 
-// Calls operator `Op` (an at::_ops class) through the aliasing fallback from
+// Calls operator `Op` (an at::_ops class) through the CPU fallback from
 // an unboxed device kernel: the way out for the calls its direct path cannot
 // take (strict mode, memory TensorIterator does not see). In-place and out=
 // operators return the argument they wrote.
@@ -33,12 +35,12 @@ typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type ca
     (note_written(args), ...);
     torch::jit::Stack stack;
     torch::jit::push(stack, std::forward<Args>(args)...);
-    aliasing_cpu_fallback(op, keys, &stack);
+    cpu_fallback(op, keys, &stack);
     return *written;
   } else {
     torch::jit::Stack stack;
     torch::jit::push(stack, std::forward<Args>(args)...);
-    aliasing_cpu_fallback(op, keys, &stack);
+    cpu_fallback(op, keys, &stack);
     return c10::impl::PopResult<Return>::call(stack);
   }
 }

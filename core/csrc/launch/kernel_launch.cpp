@@ -130,7 +130,8 @@ bool launch_blocking() {
 }
 
 bool runs_over_device_memory(c10::Device device) {
-  return !driver::strict_memory() && backend(device.type()).kind->iterator_sees_data;
+  const BackendIdentity& identity = backend(device.type());
+  return !driver::strict_memory() && identity.kind->iterator_sees_data && identity.host_addressable;
 }
 
 bool queues_kernel(c10::Device device, int64_t work) {
@@ -244,7 +245,9 @@ std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*>
     return memory;
   }
   for (const at::Tensor* tensor : tensors) {
-    if (tensor->defined() && !tensor->device().is_cpu() && tensor->has_storage()) {
+    // Memory the host cannot address is never opened to it: only the driver's copies reach it.
+    if (tensor->defined() && !tensor->device().is_cpu() && tensor->has_storage() &&
+        backend(tensor->device().type()).host_addressable) {
       memory.push_back(tensor->storage().data());
     }
   }
@@ -309,7 +312,13 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
     return impl->allocator()->allocate(nbytes);
   }();
   const size_t kept = std::min(nbytes, impl->nbytes());
-  if (kept > 0) {
+  if (kept > 0 && !backend(device.type()).host_addressable) {
+    // Memory the host cannot address is copied by the driver, in stream order.
+    const KernelLaunch launch("Memcpy DtoD", device, {}, {ActivityKind::kMemcpy});
+    translate_runtime_errors([&] {
+      runtime_stream(current_stream(device)).copy_async(fresh.get(), impl->data(), kept, TPD_COPY_DEVICE_TO_DEVICE);
+    });
+  } else if (kept > 0) {
     std::vector<const void*> memory;
     if (driver::strict_memory()) {
       memory = {fresh.get(), impl->data()};

@@ -70,8 +70,8 @@ void wait_for_queued_copy(const char* name, c10::Device device);
 bool launch_blocking();
 
 // Whether the CPU's loops may run over `device`'s tensors as they are: the
-// device's memory is host memory its TensorIterator reads (not hpu, whose
-// kernels have no stub slot), and strict memory mode is off.
+// device's memory is host memory (host-addressable) its TensorIterator reads
+// (not hpu, whose kernels have no stub slot), and strict memory mode is off.
 bool runs_over_device_memory(c10::Device device);
 
 // Whether a kernel on `device` touching about `work` elements is queued on
@@ -154,7 +154,7 @@ void launch_kernel(const char* name, c10::Device device, int64_t work, Body body
   launch_prepared_kernel(name, device, work, [&] { body(args...); }, body, args...);
 }
 
-// The storages of the device tensors among `tensors`, in strict mode only.
+// The storages of the host-addressable device tensors among `tensors`, in strict mode only.
 std::vector<const void*> touched_memory(std::initializer_list<const at::Tensor*> tensors);
 
 // The device a kernel runs on, found from its operands. As in torch's own

@@ -99,10 +99,20 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
-  // Device memory is host-addressable (open_backend_driver refuses other drivers).
+  // A synchronous copy between two allocations of this allocator (torch's
+  // Allocator::clone, e.g. materialising a copy-on-write storage).
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     if (count == 0) {
       return;  // an empty block's pointers may be null, which std::memcpy must not see
+    }
+    if (!backend(type_).host_addressable) {
+      translate_runtime_errors([&] {
+        const c10::Device device(type_, static_cast<c10::DeviceIndex>(runtime().device_of(src)));
+        const driver::Stream& stream = runtime().stream(device.index(), current_stream(device).id());
+        stream.copy_async(dest, src, count, TPD_COPY_DEVICE_TO_DEVICE);
+        stream.synchronize();
+      });
+      return;
     }
     const driver::MemoryAccess access{dest, src};
     std::memcpy(dest, src, count);

@@ -40,7 +40,8 @@ struct SparseOperator {
 // (native_group_norm, native_layer_norm, _softmax decompose into a dozen
 // operators and round differently) or a functional variant that allocates
 // its output and calls the out= variant. These operators go to the CPU
-// fallback instead, which runs the CPU's own kernel over the device memory.
+// fallback instead, which runs the CPU's own kernel over the device memory
+// (or over copies of it).
 struct CpuKernelOperators {
   std::vector<c10::OperatorName> dense_overrides;  // aten operators whose CPU kernel overrides a composite
   std::vector<SparseOperator> coo;                 // every operator with a SparseCPU kernel
@@ -89,7 +90,7 @@ std::string unqualified_name(const c10::OperatorName& name) {
 // A device kernel of ours, or one a user gave, stays (DeviceKernels).
 void route_to_fallback(DeviceKernels& library, const std::vector<c10::OperatorName>& names) {
   for (const c10::OperatorName& name : names) {
-    library.impl(unqualified_name(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    library.impl(unqualified_name(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   }
 }
 
@@ -104,7 +105,7 @@ constexpr std::array<const char*, 6> kStubCallingComposites{
 
 void route_stub_calling_composites(DeviceKernels& library) {
   for (const char* name : kStubCallingComposites) {
-    library.impl(name, torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    library.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   }
 }
 
@@ -129,7 +130,7 @@ Libraries route_sparse_to_fallback(c10::DispatchKey key, const std::vector<Spars
     if (library == nullptr) {
       library = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__, __LINE__);
     }
-    library->impl(unqualified_name(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    library->impl(unqualified_name(name).c_str(), torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   }
   Libraries libraries;
   for (auto& [ns, library] : by_namespace) {
@@ -162,9 +163,14 @@ void register_deferred_kernels(const BackendIdentity& backend) {
     auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
     DeviceKernels device_kernels(*kernels, key);
     register_copy_kernels(device_kernels);
-    register_native_kernels(device_kernels);
-    register_host_kernels(device_kernels);
-    register_recurrent_kernels(device_kernels);
+    register_recurrent_kernels(device_kernels);  // ATen operators on the device tensors: any device
+    if (backend.host_addressable) {
+      // Kernels that run the CPU's loops over device memory in place; on a
+      // device whose memory the host cannot address, their operators take
+      // the fallback, which copies.
+      register_native_kernels(device_kernels);
+      register_host_kernels(device_kernels);
+    }
     route_to_fallback(device_kernels, cpu_kernel_operators().dense_overrides);
     route_stub_calling_composites(device_kernels);
     Libraries libraries;
@@ -197,7 +203,7 @@ void register_kernels(const BackendIdentity& backend) {
     // a factory given only a device (torch.randperm(5, device=...)) reaches
     // it before any tensor of the device exists.
     auto fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
-    fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&aliasing_cpu_fallback>());
+    fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
     Libraries libraries;
     libraries.push_back(std::move(factories));
     libraries.push_back(std::move(coo));

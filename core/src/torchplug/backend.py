@@ -44,6 +44,10 @@ class Backend:
             interface version, fails to initialise or lacks what the core needs
             fails the backend with that reason (``torchplug doctor``, first use
             of the device); ``import torch`` keeps working.
+        driver_options: options for the driver's client, passed as they are to
+            its ``client_create`` (the simulator takes ``"hidden_capabilities=<bits>"``,
+            e.g. ``"hidden_capabilities=1"`` to serve a device whose memory the
+            host cannot address). ``None`` passes none.
     """
 
     name: str
@@ -54,6 +58,7 @@ class Backend:
     prepare: Callable[[], None] | None = field(default=None, compare=False)
     priority: int = 0
     driver: str | None = None
+    driver_options: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():

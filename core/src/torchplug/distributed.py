@@ -66,6 +66,14 @@ def _create(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
             "(TORCHPLUG_STRICT_MEMORY): Gloo reads device memory from its own threads. "
             "Unset TORCHPLUG_STRICT_MEMORY for distributed runs."
         )
+    discrete = [device for device in _devices if not _C.host_addressable(device)]
+    if discrete:
+        raise RuntimeError(
+            f"The '{BACKEND_NAME}' collective backend cannot serve {', '.join(discrete)} yet: "
+            "its memory is not host-addressable, and the backend's transport (Gloo) reads "
+            "device memory in place. Run the collectives on CPU copies of the tensors with "
+            "the 'gloo' backend (tensor.cpu(), then copy the result back)."
+        )
     _bind_local_rank()
     from torchplug import _distributed
 

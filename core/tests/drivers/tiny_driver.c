@@ -3,7 +3,6 @@
  * what the core must refuse with a clear message:
  *   TINY_MAJOR=<n>        the interface major version it claims (default TPD_API_MAJOR)
  *   TINY_FAIL_INIT        client_create fails
- *   TINY_NO_HOST_MEMORY   its device lacks TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY
  * Every other table member is NULL: the core calls none before it accepts a driver. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,11 +59,7 @@ static TPD_Error* device_get_properties(TPD_Device_GetProperties_Args* args) {
   TPD_DeviceProperties* properties = args->properties;
   snprintf(properties->name, sizeof properties->name, "tiny device");
   properties->total_memory = 1 << 20;
-#ifdef TINY_NO_HOST_MEMORY
-  properties->capabilities = TPD_CAPABILITY_TIMING_EVENTS;
-#else
   properties->capabilities = TPD_CAPABILITY_HOST_ADDRESSABLE_MEMORY;
-#endif
   properties->stream_priority_greatest = 0;
   properties->stream_priority_least = 0;
   properties->memory_alignment = 64;

@@ -149,7 +149,7 @@ def _prepare(backend: Backend) -> None:
         backend.prepare()
     # Loading the driver, its version, initialising it and what the core needs
     # of it: a driver that fails leaves the device to another backend.
-    _C.open_driver(backend.name, driver_path(backend))
+    _C.open_driver(backend.name, driver_path(backend), backend.driver_options or "")
 
 
 def driver_path(backend: Backend) -> str:

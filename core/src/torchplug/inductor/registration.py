@@ -264,6 +264,7 @@ def _wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
                     kernel_name, call_args, device=device, triton=triton, **kwargs
                 )
                 return
+            _check_host_addressable(device)
             arguments = "".join(f", {argument}" for argument in call_args)
             self.writeline(  # type: ignore[attr-defined]
                 f"torchplug_launch({kernel_name!r}, {kernel_name}, {_device_arguments(device)}"
@@ -321,6 +322,20 @@ def _wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
             return line
 
     return WrapperCodegen
+
+
+def _check_host_addressable(device: torch.device) -> None:
+    """The generated C++ kernels run on the host over device pointers: only
+    memory the host addresses can take them."""
+    from torchplug import _C
+
+    if not _C.host_addressable(device.type):
+        raise NotImplementedError(
+            f"torch.compile cannot generate kernels for '{device.type}' yet: its memory is not "
+            "host-addressable, and Inductor's C++ kernels read device memory from the host. "
+            'Compile with backend="aot_eager" (the traced graph runs on the device\'s own '
+            "kernels), or run the model without torch.compile."
+        )
 
 
 def _device_arguments(device: torch.device) -> str:

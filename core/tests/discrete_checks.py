@@ -1,0 +1,224 @@
+"""Checks of a device whose memory the host cannot address, run in a fresh interpreter.
+
+``python discrete_checks.py`` declares backend ``dsc`` on the simulator with
+host-addressable memory hidden (``driver_options="hidden_capabilities=1"``),
+under strict memory (``TORCHPLUG_STRICT_MEMORY=1``, set by the caller), so any
+host read or write of device memory faults instead of passing unnoticed. Each
+check prints one JSON line ``{"check": name, "ok": bool, "detail": ...}``;
+``test_discrete_device.py`` asserts on them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import traceback
+from collections.abc import Callable
+
+import torch
+
+from torchplug import _C, Backend
+
+DEVICE = "dsc"
+CHECKS: dict[str, Callable[[], object]] = {}
+
+
+def check(function: Callable[[], object]) -> Callable[[], object]:
+    CHECKS[function.__name__] = function
+    return function
+
+
+def same(device_result: torch.Tensor, cpu_result: torch.Tensor) -> bool:
+    """Bit for bit: the fallback runs the CPU's own kernels on the same values."""
+    result = device_result.cpu()
+    return result.dtype == cpu_result.dtype and torch.equal(result, cpu_result)
+
+
+@check
+def memory_is_not_host_addressable() -> object:
+    capabilities = _C.driver_info(DEVICE)["capabilities"]
+    return not _C.host_addressable(DEVICE) and "host_addressable_memory" not in capabilities
+
+
+@check
+def copies_round_trip() -> object:
+    cpu = torch.randn(5, 7)
+    device = cpu.to(DEVICE)
+    pinned = torch.empty(5, 7).pin_memory()
+    pinned.copy_(device, non_blocking=True)
+    torch.dsc.synchronize()
+    return [
+        same(device, cpu),
+        same(device.t().contiguous(), cpu.t().contiguous()),  # a strided source
+        same(device.to(torch.int32), cpu.to(torch.int32)),  # dtype conversion, on the device
+        torch.equal(device.t().cpu(), cpu.t()),  # device to host, strided
+        same(cpu.t().to(DEVICE), cpu.t()),  # host to device, strided
+        torch.equal(pinned, cpu),
+        same(device.to(torch.float64), cpu.to(torch.float64)),
+    ]
+
+
+@check
+def copies_into_strided_destinations() -> object:
+    cpu = torch.zeros(4, 6)
+    device = cpu.to(DEVICE)
+    source = torch.arange(4.0)
+    cpu[:, 2].copy_(source)
+    device[:, 2].copy_(source.to(DEVICE))
+    cpu[1].copy_(torch.full((6,), 7.0))
+    device[1].copy_(torch.full((6,), 7.0))
+    complex_cpu = torch.randn(3, dtype=torch.complex64)
+    return [
+        same(device, cpu),
+        same(complex_cpu.to(DEVICE).conj().resolve_conj(), complex_cpu.conj().resolve_conj()),
+        torch.equal(complex_cpu.to(DEVICE).conj().cpu(), complex_cpu.conj()),
+    ]
+
+
+@check
+def operators_match_the_cpu() -> object:
+    torch.manual_seed(0)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    da, db = a.to(DEVICE), b.to(DEVICE)
+    return [
+        same(da @ db, a @ b),
+        same(torch.softmax(da, dim=1), torch.softmax(a, dim=1)),
+        same(da + db * 2, a + b * 2),
+        same(da.sum(0), a.sum(0)),
+        same(torch.where(da > 0, da, db), torch.where(a > 0, a, b)),
+        same(da[da > 0], a[a > 0]),  # a data-dependent output size
+        same(torch.cat([da, db]), torch.cat([a, b])),
+        same(torch.zeros(3, device=DEVICE), torch.zeros(3)),
+        float(da.sum().item()) == float(a.sum().item()),
+        da[2, 3].item() == a[2, 3].item(),
+        da.tolist() == a.tolist(),
+    ]
+
+
+@check
+def in_place_views_and_out() -> object:
+    cpu = torch.arange(12.0).reshape(3, 4)
+    device = cpu.to(DEVICE)
+    cpu[1].mul_(3)
+    device[1].mul_(3)
+    out_cpu, out_device = torch.empty(0), torch.empty(0, device=DEVICE)
+    torch.exp(cpu, out=out_cpu)  # out= resized by the kernel
+    torch.exp(device, out=out_device)
+    unfolded = device.unfold(1, 2, 1)  # a view the fallback returns
+    device[0, 1] = 100.0
+    real = torch.view_as_real(torch.ones(2, dtype=torch.complex64, device=DEVICE))
+    return [
+        same(device[1], cpu[1]),
+        same(out_device, out_cpu),
+        out_device.shape == (3, 4),
+        unfolded.untyped_storage().data_ptr() == device.untyped_storage().data_ptr(),
+        unfolded[0, 0, 1].item() == 100.0,
+        same(real, torch.view_as_real(torch.ones(2, dtype=torch.complex64))),
+    ]
+
+
+@check
+def training_matches_the_cpu() -> object:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(6, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 3)
+    )
+    device_model = torch.nn.Sequential(
+        torch.nn.Linear(6, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 3)
+    )
+    device_model.load_state_dict(model.state_dict())
+    device_model.to(DEVICE)
+    inputs, targets = torch.randn(10, 6), torch.randint(0, 3, (10,))
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=0.01) for m in (model, device_model)]
+    for _ in range(3):
+        for network, optimizer, x, y in (
+            (model, optimizers[0], inputs, targets),
+            (device_model, optimizers[1], inputs.to(DEVICE), targets.to(DEVICE)),
+        ):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(network(x), y).backward()
+            optimizer.step()
+    return [
+        same(p_device, p)
+        for p, p_device in zip(model.parameters(), device_model.parameters(), strict=True)
+    ]
+
+
+@check
+def lstm_trains() -> object:
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 5, num_layers=2, batch_first=True)
+    device_lstm = torch.nn.LSTM(4, 5, num_layers=2, batch_first=True)
+    device_lstm.load_state_dict(lstm.state_dict())
+    device_lstm.to(DEVICE)
+    x = torch.randn(2, 3, 4)
+    out, _ = lstm(x)
+    device_out, _ = device_lstm(x.to(DEVICE))
+    out.sum().backward()
+    device_out.sum().backward()
+    grad, device_grad = lstm.weight_ih_l0.grad, device_lstm.weight_ih_l0.grad.cpu()
+    return [
+        torch.allclose(device_out.cpu(), out, atol=1e-6),
+        torch.allclose(device_grad, grad, atol=1e-5),
+    ]
+
+
+@check
+def serialization_round_trip() -> object:
+    tensor = torch.randn(3, 3, device=DEVICE)
+    buffer = io.BytesIO()
+    torch.save({"t": tensor, "view": tensor[1]}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    return [same(loaded["t"], tensor.cpu()), loaded["t"].device.type == DEVICE]
+
+
+@check
+def fallback_report_counts_the_copies() -> object:
+    torch.dsc.reset_fallback_report()
+    x = torch.randn(64, device=DEVICE)
+    torch.special.erfcx(x)
+    rows = {row.operator: row for row in torch.dsc.fallback_report()}
+    row = rows.get("aten::special_erfcx")
+    return row is not None and row.calls == 1 and row.bytes >= 2 * 64 * 4
+
+
+@check
+def host_access_is_refused_clearly() -> object:
+    messages = []
+    for attempt in (
+        lambda: torch.ones(2, device=DEVICE).numpy(),
+        lambda: torch.ones(2, device=DEVICE).to_sparse() + 1,
+        lambda: torch.compile(lambda t: t * 2 + 1)(torch.ones(2, device=DEVICE)),
+    ):
+        try:
+            attempt()
+        except Exception as error:
+            messages.append(str(error))
+        else:
+            messages.append("")
+    return messages
+
+
+def main() -> None:
+    status = Backend(
+        name=DEVICE, distribution="torch_dsc", driver_options="hidden_capabilities=1"
+    ).autoload()
+    print(json.dumps({"check": "active", "ok": status.active, "detail": status.reason}), flush=True)
+    for name, function in CHECKS.items():
+        try:
+            detail = function()
+            ok = (
+                all(detail)
+                if isinstance(detail, list) and name != "host_access_is_refused_clearly"
+                else detail
+            )
+        except Exception:
+            detail, ok = traceback.format_exc(), False
+        print(
+            json.dumps({"check": name, "ok": bool(ok), "detail": detail}, default=str), flush=True
+        )
+
+
+if __name__ == "__main__":
+    main()

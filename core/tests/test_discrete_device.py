@@ -1,0 +1,113 @@
+"""A device whose memory the host cannot address (a discrete device).
+
+The simulator with its host-addressable capability hidden stands in for one;
+strict memory makes each of its allocations fault when the host touches it, so
+the checks below pass only if every byte moves through the driver's copies:
+the copies, ``item()``, the copying CPU fallback (views, in-place, ``out=``),
+training, serialization and the fallback report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CHECKS = Path(__file__).with_name("discrete_checks.py")
+ENVIRONMENT = {
+    **os.environ,
+    "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+    "TORCHPLUG_PRIVATEUSE1": "dsc",
+    "TORCHPLUG_STRICT_MEMORY": "1",
+}
+
+
+def _run(arguments: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *arguments],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, dict]:
+    completed = _run([str(CHECKS)], ENVIRONMENT)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
+    return {line["check"]: line for line in lines}
+
+
+def test_the_backend_activates(results: dict[str, dict]) -> None:
+    assert results["active"]["ok"], results["active"]["detail"]
+    assert results["memory_is_not_host_addressable"]["ok"]
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        "copies_round_trip",
+        "copies_into_strided_destinations",
+        "operators_match_the_cpu",
+        "in_place_views_and_out",
+        "training_matches_the_cpu",
+        "lstm_trains",
+        "serialization_round_trip",
+        "fallback_report_counts_the_copies",
+    ],
+)
+def test_check_passes(results: dict[str, dict], check: str) -> None:
+    assert results[check]["ok"], results[check]["detail"]
+
+
+def test_host_access_and_unsupported_paths_fail_clearly(results: dict[str, dict]) -> None:
+    numpy, sparse, compiled = results["host_access_is_refused_clearly"]["detail"]
+    assert "Use Tensor.cpu()" in numpy
+    assert "sparse tensor, which is not supported yet on dsc:0" in sparse
+    assert "its memory is not host-addressable" in compiled
+    assert 'backend="aot_eager"' in compiled
+
+
+def test_strict_memory_faults_a_host_read_of_device_memory() -> None:
+    """The control: the checks above would fault had any path read device memory."""
+    script = textwrap.dedent(
+        """
+        import ctypes, torch
+        from torchplug import Backend
+        Backend(name="dsc", driver_options="hidden_capabilities=1").autoload()
+        x = torch.ones(4, device="dsc")
+        print(ctypes.string_at(x.data_ptr(), 4), flush=True)
+        """
+    )
+    completed = _run(["-c", script], ENVIRONMENT)
+    assert completed.returncode != 0
+    assert "host code read or wrote simulated device memory" in completed.stderr
+
+
+def test_collectives_refuse_a_discrete_device_clearly() -> None:
+    script = textwrap.dedent(
+        """
+        import torch, torch.distributed as dist
+        from torchplug import Backend
+        Backend(name="dsc", driver_options="hidden_capabilities=1").autoload()
+        torch.ones(1, device="dsc")
+        try:
+            dist.init_process_group("torchplug", store=dist.HashStore(), rank=0, world_size=1)
+        except Exception as error:
+            print(error)
+        """
+    )
+    environment = {
+        key: value for key, value in ENVIRONMENT.items() if key != "TORCHPLUG_STRICT_MEMORY"
+    }
+    completed = _run(["-c", script], environment)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "cannot serve dsc yet: its memory is not host-addressable" in completed.stdout
