@@ -145,6 +145,27 @@ def training_matches_the_cpu() -> object:
 
 
 @check
+def convolution_and_batch_norm_match_the_cpu() -> object:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    device_model = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()
+    )
+    device_model.load_state_dict(model.state_dict())
+    device_model.to(DEVICE)
+    x = torch.randn(3, 2, 6, 6)
+    model(x).sum().backward()
+    device_model(x.to(DEVICE)).sum().backward()
+    batch_norm, device_batch_norm = model[1], device_model[1]
+    return [
+        same(device_batch_norm.running_mean, batch_norm.running_mean),  # written by the CPU kernel
+        same(device_batch_norm.running_var, batch_norm.running_var),
+        same(device_model[0].weight.grad, model[0].weight.grad),
+        same(device_model[0].bias.grad, model[0].bias.grad),
+    ]
+
+
+@check
 def lstm_trains() -> object:
     torch.manual_seed(0)
     lstm = torch.nn.LSTM(4, 5, num_layers=2, batch_first=True)

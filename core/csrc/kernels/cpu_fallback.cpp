@@ -112,6 +112,14 @@ bool is_written(const c10::Argument& argument) {
   return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
 }
 
+// An argument a CPU kernel writes though its schema does not say so:
+// native_batch_norm updates `Tensor? running_mean` and `running_var` in
+// training. Aliases see the write in place; copies must be copied back.
+bool written_undeclared(const c10::OperatorHandle& op, const c10::Argument& argument) {
+  return op.schema().name() == "aten::native_batch_norm" &&
+         (argument.name() == "running_mean" || argument.name() == "running_var");
+}
+
 // Copies are the operators that write across devices on purpose (a device
 // tensor copied into a host one); every other kernel writes on its device.
 bool writes_across_devices(const c10::OperatorHandle& op) {
@@ -124,7 +132,7 @@ at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argume
   if (!tensor.defined()) {
     return tensor;
   }
-  const bool is_mutable = is_written(argument);
+  const bool is_mutable = is_written(argument) || (state.copying && written_undeclared(state.op, argument));
   note_device(state, tensor, argument);
   if (tensor.device().is_cpu()) {
     if (is_mutable && !writes_across_devices(state.op)) {

@@ -2,7 +2,9 @@
 // aliases of the device tensors, called directly rather than through the
 // boxed fallback, and its output is taken over as device memory. Same
 // semantics as the fallback, without boxing and without the second
-// TensorIterator a composite functional-from-out= kernel would build.
+// TensorIterator a composite functional-from-out= kernel would build. On a
+// device whose memory the host cannot address they run through the copying
+// fallback instead (their device semantics, e.g. CUDA's histc, stay).
 //
 // Same-device binary arithmetic goes further and skips the aliases: it runs
 // the CPU vector loop over a TensorIterator built on the device tensors.
@@ -86,12 +88,44 @@ auto run_on_host(c10::Device& device, Args&&... args) {
       host_args);
 }
 
+// The dense keys of the first device among `args` whose memory the host
+// cannot address, if any: such a call runs through the CPU fallback, which
+// copies, instead of over host aliases.
+template <typename... Args>
+std::optional<c10::DispatchKeySet> copying_device_keys(const Args&... args) {
+  std::optional<c10::DispatchKeySet> keys;
+  auto note = [&keys](const at::Tensor& tensor) {
+    if (keys.has_value() || !tensor.defined() || tensor.device().is_cpu()) {
+      return;
+    }
+    const BackendIdentity* identity = find_backend(tensor.device().type());
+    if (identity != nullptr && !identity->host_addressable) {
+      keys = identity->dense_keys;
+    }
+  };
+  auto visit = [&note](const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, at::Tensor>) {
+      note(value);
+    } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
+      if (value.has_value()) {
+        note(*value);
+      }
+    }
+  };
+  (visit(args), ...);
+  return keys;
+}
+
 template <typename Op, typename Schema = typename Op::schema>
 struct OnHost;
 
 template <typename Op, typename... Args>
 struct OnHost<Op, at::Tensor(Args...)> {
   static at::Tensor call(Args... args) {
+    if (const auto keys = copying_device_keys(args...)) {
+      return call_through_fallback<Op>(*keys, std::forward<Args>(args)...);
+    }
     c10::Device device(c10::kCPU);
     at::Tensor result = run_on_host<Op>(device, std::forward<Args>(args)...);
     return adopt_host_tensor(result, device);
@@ -101,6 +135,9 @@ struct OnHost<Op, at::Tensor(Args...)> {
 template <typename Op, typename... Args>
 struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
   static std::tuple<at::Tensor, at::Tensor, at::Tensor> call(Args... args) {
+    if (const auto keys = copying_device_keys(args...)) {
+      return call_through_fallback<Op>(*keys, std::forward<Args>(args)...);
+    }
     c10::Device device(c10::kCPU);
     auto [a, b, c] = run_on_host<Op>(device, std::forward<Args>(args)...);
     auto adopt = [&](const at::Tensor& t) { return t.defined() ? adopt_host_tensor(t, device) : t; };
@@ -320,7 +357,7 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, c
 
 }  // namespace
 
-void register_host_kernels(DeviceKernels& library) {
+void register_direct_loop_kernels(DeviceKernels& library) {
   library.impl("add.Tensor", TORCH_FN(add_Tensor));
   library.impl("sub.Tensor", TORCH_FN(sub_Tensor));
   library.impl("mul.Tensor", TORCH_FN(mul_Tensor));
@@ -328,6 +365,9 @@ void register_host_kernels(DeviceKernels& library) {
   library.impl("add_.Tensor", TORCH_FN(add__Tensor));
   library.impl("mul_.Tensor", TORCH_FN(mul__Tensor));
   library.impl("zero_", TORCH_FN(zero_));
+}
+
+void register_host_kernels(DeviceKernels& library) {
   TORCHPLUG_ON_HOST(library, "mean.dim", mean_dim);
   // The CPU computes float GELU with oneDNN, which only CPU tensors reach.
   TORCHPLUG_ON_HOST(library, "gelu", gelu);

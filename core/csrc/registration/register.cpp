@@ -145,6 +145,7 @@ void register_factory_kernels(torch::Library& library);
 void register_copy_kernels(DeviceKernels& library);
 void register_native_kernels(DeviceKernels& library);
 void register_host_kernels(DeviceKernels& library);
+void register_direct_loop_kernels(DeviceKernels& library);
 void register_recurrent_kernels(DeviceKernels& library);
 void register_math_bit_copies();
 
@@ -164,12 +165,13 @@ void register_deferred_kernels(const BackendIdentity& backend) {
     DeviceKernels device_kernels(*kernels, key);
     register_copy_kernels(device_kernels);
     register_recurrent_kernels(device_kernels);  // ATen operators on the device tensors: any device
+    register_host_kernels(device_kernels);       // over host aliases, or through the copying fallback
     if (backend.host_addressable) {
       // Kernels that run the CPU's loops over device memory in place; on a
       // device whose memory the host cannot address, their operators take
       // the fallback, which copies.
       register_native_kernels(device_kernels);
-      register_host_kernels(device_kernels);
+      register_direct_loop_kernels(device_kernels);
     }
     route_to_fallback(device_kernels, cpu_kernel_operators().dense_overrides);
     route_stub_calling_composites(device_kernels);
