@@ -27,6 +27,7 @@ NOT_LAUNCH_PATHS = {
     "test_simulator_driver.py": "the driver library through ctypes, without torch",
     "test_include_graph.py": "reads the C++ sources",
     "test_cli.py": "the command line's reports",
+    "test_discrete_device.py": "runs under strict memory, which already launches blocking",
 }
 
 
