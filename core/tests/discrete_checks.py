@@ -205,6 +205,25 @@ def fallback_report_counts_the_copies() -> object:
 
 
 @check
+def user_mistakes_fail_clearly() -> object:
+    x = torch.arange(6.0, device=DEVICE)
+    messages = []
+    for mistake in (
+        lambda: torch.special.erfcx(x, out=torch.empty(6)),  # out= on the host
+        lambda: x[1:].copy_(x[:-1]),  # overlapping source and destination
+    ):
+        try:
+            mistake()
+        except RuntimeError as error:
+            messages.append(str(error))
+    return [
+        "Expected all tensors to be on the same device" in messages[0],
+        "refer to a single memory location" in messages[1],
+        same(x, torch.arange(6.0)),  # nothing half-written
+    ]
+
+
+@check
 def host_access_is_refused_clearly() -> object:
     messages = []
     for attempt in (

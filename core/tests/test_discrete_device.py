@@ -63,6 +63,7 @@ def test_the_backend_activates(results: dict[str, dict]) -> None:
         "lstm_trains",
         "serialization_round_trip",
         "fallback_report_counts_the_copies",
+        "user_mistakes_fail_clearly",
     ],
 )
 def test_check_passes(results: dict[str, dict], check: str) -> None:
