@@ -1,6 +1,8 @@
 """Checks of a device whose memory the host cannot address, run in a fresh interpreter.
 
-``python discrete_checks.py`` declares backend ``dsc`` on the simulator with
+``python discrete_checks.py remote`` declares backend ``dsc`` on the remote
+driver, whose device memory lives in its device process.
+``python discrete_checks.py hidden`` declares it on the simulator with
 host-addressable memory hidden (``driver_options="hidden_capabilities=1"``),
 under strict memory (``TORCHPLUG_STRICT_MEMORY=1``, set by the caller), so any
 host read or write of device memory faults instead of passing unnoticed. Each
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import traceback
 from collections.abc import Callable
 
 import torch
 
-from torchplug import _C, Backend
+from torchplug import _C, Backend, get_remote_driver
 
 DEVICE = "dsc"
 CHECKS: dict[str, Callable[[], object]] = {}
@@ -240,10 +243,14 @@ def host_access_is_refused_clearly() -> object:
     return messages
 
 
-def main() -> None:
-    status = Backend(
-        name=DEVICE, distribution="torch_dsc", driver_options="hidden_capabilities=1"
-    ).autoload()
+def main(driver: str) -> None:
+    if driver == "remote":
+        backend = Backend(name=DEVICE, distribution="torch_dsc", driver=get_remote_driver())
+    else:
+        backend = Backend(
+            name=DEVICE, distribution="torch_dsc", driver_options="hidden_capabilities=1"
+        )
+    status = backend.autoload()
     print(json.dumps({"check": "active", "ok": status.active, "detail": status.reason}), flush=True)
     for name, function in CHECKS.items():
         try:
@@ -261,4 +268,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1])

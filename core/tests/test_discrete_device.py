@@ -1,10 +1,11 @@
 """A device whose memory the host cannot address (a discrete device).
 
-The simulator with its host-addressable capability hidden stands in for one;
-strict memory makes each of its allocations fault when the host touches it, so
-the checks below pass only if every byte moves through the driver's copies:
-the copies, ``item()``, the copying CPU fallback (views, in-place, ``out=``),
-training, serialization and the fallback report.
+Two stand in for one: the remote driver, whose device memory lives in the
+device process it starts, and the simulator with its host-addressable
+capability hidden, under strict memory, where each allocation faults when the
+host touches it. The checks below pass on each only if every byte moves
+through the driver's copies: the copies, ``item()``, the copying CPU fallback
+(views, in-place, ``out=``), training, serialization and the fallback report.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ def _run(arguments: list[str], environment: dict[str, str]) -> subprocess.Comple
     )
 
 
-@pytest.fixture(scope="module")
-def results() -> dict[str, dict]:
-    completed = _run([str(CHECKS)], ENVIRONMENT)
+@pytest.fixture(scope="module", params=["remote", "hidden"])
+def results(request: pytest.FixtureRequest) -> dict[str, dict]:
+    completed = _run([str(CHECKS), request.param], ENVIRONMENT)
     assert completed.returncode == 0, completed.stderr[-3000:]
     lines = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
     return {line["check"]: line for line in lines}

@@ -1,6 +1,7 @@
-"""The simulator driver, libtorchplug_simulator.so: installed in torchplug/drivers/, linked to neither
-torch nor Python, exporting TPD_GetApi alone, and usable through ctypes in a process that
-never imports torch. (The driver interface's full conformance suite is torchplug-testing's.)"""
+"""The bundled drivers, libtorchplug_simulator.so and libtorchplug_remote.so (with its device
+process, torchplug-device): installed in torchplug/drivers/, linked to neither torch nor Python,
+exporting TPD_GetApi alone, and usable through ctypes in a process that never imports torch.
+(The driver interface's full conformance suite is torchplug-testing's.)"""
 
 import platform
 import re
@@ -19,11 +20,29 @@ import torchplug
 MANYLINUX_LIMITS = {"GLIBC": (2, 28), "GLIBCXX": (3, 4, 24), "CXXABI": (1, 3, 11), "GCC": (4, 8, 0)}
 
 
-@pytest.fixture(scope="module")
-def library() -> Path:
-    path = Path(torchplug.get_simulator_driver())
+# The binaries torchplug installs in torchplug/drivers/: the two drivers and the
+# remote driver's device process.
+BUNDLED = {
+    "simulator": lambda: Path(torchplug.get_simulator_driver()),
+    "remote": lambda: Path(torchplug.get_remote_driver()),
+    "device-process": lambda: Path(torchplug.get_remote_driver()).with_name("torchplug-device"),
+}
+
+
+def _bundled(name: str) -> Path:
+    path = BUNDLED[name]()
     assert path.is_file(), f"{path} is missing: rebuild the core with `uv sync --locked`"
     return path
+
+
+@pytest.fixture(scope="module", params=["simulator", "remote"])
+def library(request: pytest.FixtureRequest) -> Path:
+    return _bundled(request.param)
+
+
+@pytest.fixture(scope="module", params=list(BUNDLED))
+def binary(request: pytest.FixtureRequest) -> Path:
+    return _bundled(request.param)
 
 
 def tool_output(*command: str | Path) -> str:
@@ -32,9 +51,9 @@ def tool_output(*command: str | Path) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
 
-def test_links_neither_torch_nor_python(library: Path) -> None:
+def test_links_neither_torch_nor_python(binary: Path) -> None:
     needed = re.findall(
-        r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", tool_output("readelf", "-d", library)
+        r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", tool_output("readelf", "-d", binary)
     )
     assert needed, "readelf found no NEEDED entries"
     linked = [name for name in needed if name.startswith(("libtorch", "libc10", "libpython"))]
@@ -54,10 +73,10 @@ def test_exports_only_the_entry_point(library: Path) -> None:
 @pytest.mark.skipif(
     platform.machine() != "x86_64", reason="the wheels pin manylinux symbol versions on x86-64 only"
 )
-def test_symbol_versions_are_manylinux(library: Path) -> None:
+def test_symbol_versions_are_manylinux(binary: Path) -> None:
     versions = set(
         re.findall(
-            r"\b(GLIBC|GLIBCXX|CXXABI|GCC)_([0-9.]+)\b", tool_output("readelf", "-V", library)
+            r"\b(GLIBC|GLIBCXX|CXXABI|GCC)_([0-9.]+)\b", tool_output("readelf", "-V", binary)
         )
     )
     too_new = sorted(
@@ -173,4 +192,6 @@ def test_ctypes_round_trip_without_torch(library: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("ok: torchplug simulator "), result.stdout
+    assert result.stdout.startswith(("ok: torchplug simulator ", "ok: torchplug remote ")), (
+        result.stdout
+    )

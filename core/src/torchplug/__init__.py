@@ -35,6 +35,7 @@ __all__ = [
     "explain",
     "get_cmake_dir",
     "get_include",
+    "get_remote_driver",
     "get_simulator_driver",
     "import_failures",
     "import_plugin",
@@ -57,13 +58,27 @@ def get_cmake_dir() -> str:
     return str(Path(__file__).with_name("cmake"))
 
 
+def _bundled_driver(file_name: str) -> str:
+    # find_spec locates the native module without loading it (and torch with it).
+    spec = importlib.util.find_spec("torchplug._C")
+    if spec is None or spec.origin is None:
+        raise BackendLoadError("torchplug's native core is not installed: reinstall torchplug.")
+    return str(Path(spec.origin).parent / "drivers" / file_name)
+
+
 def get_simulator_driver() -> str:
     """The simulator's driver library (``libtorchplug_simulator.so``): the
     interface of ``torchplug/driver.h`` over the simulated devices torchplug's
     backends run on. The driver conformance suite runs against it; it needs
     neither torch nor Python."""
-    # find_spec locates the native module without loading it (and torch with it).
-    spec = importlib.util.find_spec("torchplug._C")
-    if spec is None or spec.origin is None:
-        raise BackendLoadError("torchplug's native core is not installed: reinstall torchplug.")
-    return str(Path(spec.origin).parent / "drivers" / "libtorchplug_simulator.so")
+    return _bundled_driver("libtorchplug_simulator.so")
+
+
+def get_remote_driver() -> str:
+    """The remote driver's library (``libtorchplug_remote.so``): simulated
+    devices whose memory lives in a device process the driver starts
+    (``torchplug-device``), so the using process reaches it only through the
+    driver's copies, as it would a discrete accelerator's. Pass it as
+    ``Backend(driver=...)``; its client options are
+    ``"devices=<count>;memory=<bytes per device>"``."""
+    return _bundled_driver("libtorchplug_remote.so")

@@ -1,5 +1,6 @@
 """The driver conformance suite (torchplug_testing.driver): its ctypes bindings against
-driver.h, its verdict on the simulator's driver, and on libraries that are no driver."""
+driver.h, its verdict on the bundled drivers (simulator, remote), and on libraries that are no
+driver."""
 
 from __future__ import annotations
 
@@ -234,14 +235,12 @@ def test_importing_the_suite_imports_no_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_the_simulator_driver_conforms(tmp_path: Path) -> None:
-    """The whole suite against libtorchplug_simulator, in a process where torch cannot be
+def _conformance(file_name: str, tmp_path: Path) -> tuple[dict[str, dict], int]:
+    """The whole suite against a bundled driver, in a process where torch cannot be
     imported: a vendor runs it without torch."""
-    library = _find("drivers/libtorchplug_simulator.so")
+    library = _find(f"drivers/{file_name}")
     if library is None:
-        pytest.skip(
-            f"libtorchplug_simulator.so is not built (looked in {_torchplug_directories()})"
-        )
+        pytest.skip(f"{file_name} is not built (looked in {_torchplug_directories()})")
     poisoned = tmp_path / "poisoned"
     (poisoned / "torch").mkdir(parents=True)
     (poisoned / "torch/__init__.py").write_text(
@@ -261,9 +260,31 @@ def test_the_simulator_driver_conforms(tmp_path: Path) -> None:
     assert list(results) == list(CHECKS)
     failed = {name: entry["detail"] for name, entry in results.items() if entry["status"] == "FAIL"}
     assert failed == {}
+    return results, run.returncode
+
+
+def _skipped(results: dict[str, dict]) -> set[str]:
+    return {name for name, entry in results.items() if entry["status"] == "SKIP"}
+
+
+def test_the_simulator_driver_conforms(tmp_path: Path) -> None:
+    results, returncode = _conformance("libtorchplug_simulator.so", tmp_path)
     # The simulator has every capability and extension.
-    skipped = {
-        name: entry["detail"] for name, entry in results.items() if entry["status"] == "SKIP"
+    assert _skipped(results) == set()
+    assert returncode == 0
+
+
+def test_the_remote_driver_conforms(tmp_path: Path) -> None:
+    """The remote driver (device memory in its device process) passes every check but
+    those of what it does not offer: host-addressable memory, IPC, the simulator's
+    controls."""
+    results, returncode = _conformance("libtorchplug_remote.so", tmp_path)
+    assert _skipped(results) == {
+        "host_addressable_memory",
+        "ipc_extension",
+        "ipc_errors",
+        "simulator_kernel_faults",
+        "simulator_stats_adopt_sleep",
+        "simulator_strict_memory",
     }
-    assert skipped == {}
-    assert run.returncode == 0
+    assert returncode == 0

@@ -10,6 +10,7 @@
 // header's members), and runs the body inside `guarded`, so that no exception
 // crosses the C boundary. No function is left out of its table or without
 // these checks, and they are written once.
+#include "drivers/common/errors.h"
 #include "torchplug/driver.h"
 
 // TPD_Api's functions, by the file that defines them (but error_destroy and
@@ -73,10 +74,10 @@
 
 namespace torchplug::simulator {
 
-// errors.cpp: the two functions that return no error, so report none; they
-// take their arguments unchecked and are in the table as they are.
-void error_destroy(TPD_Error_Destroy_Args* args);
-void error_message(TPD_Error_Message_Args* args);
+// The two functions that return no error, so report none (drivers/common/errors.h);
+// they take their arguments unchecked and are in the table as they are.
+using drivers::error_destroy;
+using drivers::error_message;
 
 TPD_SIMULATOR_API_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
 
