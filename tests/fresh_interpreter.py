@@ -167,13 +167,17 @@ MODEL_RUNS = (
 )
 
 
-def model_report(children: ChildReports, model: str, device: str) -> Any:
+def model_report(
+    children: ChildReports, model: str, device: str, train_on: set[str] | None = None
+) -> Any:
     """What the child run that checks `device` reported for `model`; the child
-    module's ``main(devices, train_on, output)`` gets the run's devices."""
+    module's ``main(devices, train_on, output)`` gets the run's devices, and
+    those of them that train (``train_on`` narrows the run's)."""
     run = next(run for run in MODEL_RUNS if device in run.devices)
+    training = [name for name in run.train_on if train_on is None or name in train_on]
     return children.entry(
         run.privateuse1,
-        f"{run.devices!r}, set({run.train_on!r})",
+        f"{run.devices!r}, set({training!r})",
         model,
         HF_HUB_OFFLINE="1",
         HF_HUB_DISABLE_PROGRESS_BARS="1",

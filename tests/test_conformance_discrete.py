@@ -1,8 +1,8 @@
 """The conformance suite on a device whose memory the host cannot address.
 
-``dsc`` (``discrete_backend.py``) runs on the simulator with host-addressable
-memory hidden: copies, the copying CPU fallback and the device kernels that
-need no host access serve every operator. Every group runs, the OpInfo
+``dsc`` (``discrete_backend.py``) runs on the remote driver, whose device
+memory lives in its device process: copies, the copying CPU fallback and the
+device kernels that need no host access serve every operator. Every group runs, the OpInfo
 backward sweep in float32 alone and the out= group not at all, to keep within
 the suite's budget (a run of every group in every dtype passed the same way).
 """

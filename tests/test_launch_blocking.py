@@ -28,6 +28,8 @@ NOT_LAUNCH_PATHS = {
     "test_include_graph.py": "reads the C++ sources",
     "test_cli.py": "the command line's reports",
     "test_discrete_device.py": "runs under strict memory, which already launches blocking",
+    "test_remote_driver.py": "the device process's start, death and end, which launching does not change",
+    "test_compile.py": "compiled kernels run at launch in either mode",
 }
 
 
