@@ -52,11 +52,12 @@ def test_python_example_runs(where: str, code: str, tmp_path: Path) -> None:
     assert result.returncode == 0, f"{where} failed:\n{result.stderr}"
 
 
-# The user guide's examples, run again with the stream sanitizer on: the
-# documented ways to use streams, training and tensors are free of races.
-# (torch.compile examples are left out: torch does not trace under the
-# sanitizer's dispatch mode.)
-SANITIZED_PAGES = ("quickstart.md", "training.md", "tensors.md", "devices.md", "streams.md")
+# The user guide's examples that use streams or train, run again with the
+# stream sanitizer on: the documented ways to use streams and to train are free
+# of races. (The pages of single-stream tensor and device calls are left to
+# the plain runs, within the suite's time budget; torch.compile examples are
+# left out: torch does not trace under the sanitizer's dispatch mode.)
+SANITIZED_PAGES = ("training.md", "streams.md")
 
 
 @pytest.mark.parametrize(
