@@ -60,6 +60,7 @@ def test_the_backend_activates(results: dict[str, dict]) -> None:
         "operators_match_the_cpu",
         "in_place_views_and_out",
         "training_matches_the_cpu",
+        "device_kernels_run_on_the_device",
         "convolution_and_batch_norm_match_the_cpu",
         "lstm_trains",
         "serialization_round_trip",

@@ -36,16 +36,17 @@ TPD_Client* create_client(const DriverLibrary& library, const std::string& name,
 
 }  // namespace
 
-std::string default_driver_path() {
+std::string core_folder() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&default_driver_path), &info) == 0 || info.dli_fname == nullptr) {
-    return "libtorchplug_simulator.so";
+  if (dladdr(reinterpret_cast<const void*>(&core_folder), &info) == 0 || info.dli_fname == nullptr) {
+    return ".";
   }
   std::string module(info.dli_fname);
   const size_t slash = module.rfind('/');
-  const std::string folder = slash == std::string::npos ? std::string(".") : module.substr(0, slash);
-  return folder + "/drivers/libtorchplug_simulator.so";
+  return slash == std::string::npos ? std::string(".") : module.substr(0, slash);
 }
+
+std::string default_driver_path() { return core_folder() + "/drivers/libtorchplug_simulator.so"; }
 
 DeviceRuntime::DeviceRuntime(std::string name, const DriverLibrary& library, TPD_Client* client, int id)
     : name_(std::move(name)), library_(library), client_(client), id_(id) {

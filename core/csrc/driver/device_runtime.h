@@ -33,6 +33,10 @@ struct MemoryStats {
   int64_t failed_allocations = 0;
 };
 
+// The folder of the core's module (the torchplug package), where what ships
+// with it is found.
+std::string core_folder();
+
 // The library the core loads when a backend names no driver: the simulator,
 // installed beside the core's module (torchplug/drivers/libtorchplug_simulator.so).
 std::string default_driver_path();

@@ -37,6 +37,8 @@ DriverLibrary::DriverLibrary(std::string path, const TPD_Api* api) : path_(std::
   simulator_ = find_extension<TPD_SimulatorExtension>(*api, TPD_EXTENSION_SIMULATOR, TPD_SimulatorExtension_STRUCT_SIZE);
   profiler_ = find_extension<TPD_ProfilerExtension>(*api, TPD_EXTENSION_PROFILER, TPD_ProfilerExtension_STRUCT_SIZE);
   ipc_ = find_extension<TPD_IpcExtension>(*api, TPD_EXTENSION_IPC, TPD_IpcExtension_STRUCT_SIZE);
+  kernel_modules_ = find_extension<TPD_KernelModulesExtension>(*api, TPD_EXTENSION_KERNEL_MODULES,
+                                                               TPD_KernelModulesExtension_STRUCT_SIZE);
 }
 
 const DriverLibrary& DriverLibrary::load(const std::string& path) {

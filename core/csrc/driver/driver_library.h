@@ -37,6 +37,7 @@ class DriverLibrary {
   const TPD_SimulatorExtension* simulator() const { return simulator_; }
   const TPD_ProfilerExtension* profiler() const { return profiler_; }
   const TPD_IpcExtension* ipc() const { return ipc_; }
+  const TPD_KernelModulesExtension* kernel_modules() const { return kernel_modules_; }
 
   // Throws the DriverError `error` describes (and destroys it); nothing when null.
   void check(TPD_Error* error) const {
@@ -54,6 +55,7 @@ class DriverLibrary {
   const TPD_SimulatorExtension* simulator_ = nullptr;
   const TPD_ProfilerExtension* profiler_ = nullptr;
   const TPD_IpcExtension* ipc_ = nullptr;
+  const TPD_KernelModulesExtension* kernel_modules_ = nullptr;
 };
 
 }  // namespace torchplug::driver

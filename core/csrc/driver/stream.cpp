@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "driver/call_args.h"
@@ -100,6 +101,20 @@ void Stream::memset_async(void* pointer, int value, size_t bytes) const {
   args.size = bytes;
   note_issued();
   library_.check(api_.memory_set_async(&args));
+}
+
+void Stream::launch_kernel(TPD_Function* function, const TPD_KernelArg* args, size_t count) const {
+  const TPD_KernelModulesExtension* modules = library_.kernel_modules();
+  if (modules == nullptr) {
+    throw DriverError(TPD_UNSUPPORTED, std::string("The driver ") + library_.name() +
+                                           " offers no kernel modules, so no device kernel can be launched on it.");
+  }
+  auto launch = stream_args<TPD_Kernel_Launch_Args>(TPD_Kernel_Launch_Args_STRUCT_SIZE, client_, handle_);
+  launch.function = function;
+  launch.args = args;
+  launch.arg_count = count;
+  note_issued();
+  library_.check(modules->kernel_launch(&launch));
 }
 
 }  // namespace torchplug::driver

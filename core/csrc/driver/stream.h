@@ -44,6 +44,8 @@ class Stream {
   void enqueue(std::function<void()> task) const;
   void copy_async(void* destination, const void* source, size_t bytes, TPD_CopyKind kind) const;
   void memset_async(void* pointer, int value, size_t bytes) const;
+  // Queues `function` of a loaded kernel module with its arguments (the kernel-modules extension).
+  void launch_kernel(TPD_Function* function, const TPD_KernelArg* args, size_t count) const;
   // Counts work queued on the stream through the driver by other means than
   // the calls above (an event wait, a simulator sleep), for query().
   void note_issued() const { issued_.fetch_add(1, std::memory_order_acq_rel); }

@@ -147,6 +147,8 @@ void register_native_kernels(DeviceKernels& library);
 void register_host_kernels(DeviceKernels& library);
 void register_direct_loop_kernels(DeviceKernels& library);
 void register_recurrent_kernels(DeviceKernels& library);
+bool has_module_kernels(c10::DeviceType type);
+void register_module_kernels(DeviceKernels& library);
 void register_math_bit_copies();
 
 namespace {
@@ -164,6 +166,12 @@ void register_deferred_kernels(const BackendIdentity& backend) {
     auto kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
     DeviceKernels device_kernels(*kernels, key);
     register_copy_kernels(device_kernels);
+    if (!backend.host_addressable && has_module_kernels(backend.type)) {
+      // Kernels the device runs itself (the core's device-kernel module,
+      // loaded through the driver); registered first, so the host kernels
+      // below keep the operators they cover only for the others.
+      register_module_kernels(device_kernels);
+    }
     register_recurrent_kernels(device_kernels);  // ATen operators on the device tensors: any device
     register_host_kernels(device_kernels);       // over host aliases, or through the copying fallback
     if (backend.host_addressable) {

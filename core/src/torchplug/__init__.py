@@ -34,6 +34,7 @@ __all__ = [
     "check_torch_version",
     "explain",
     "get_cmake_dir",
+    "get_device_kernel_image",
     "get_include",
     "get_remote_driver",
     "get_simulator_driver",
@@ -58,12 +59,25 @@ def get_cmake_dir() -> str:
     return str(Path(__file__).with_name("cmake"))
 
 
-def _bundled_driver(file_name: str) -> str:
+def _bundled_file(folder: str, file_name: str) -> str:
     # find_spec locates the native module without loading it (and torch with it).
     spec = importlib.util.find_spec("torchplug._C")
     if spec is None or spec.origin is None:
         raise BackendLoadError("torchplug's native core is not installed: reinstall torchplug.")
-    return str(Path(spec.origin).parent / "drivers" / file_name)
+    return str(Path(spec.origin).parent / folder / file_name)
+
+
+def _bundled_driver(file_name: str) -> str:
+    return _bundled_file("drivers", file_name)
+
+
+def get_device_kernel_image(image_format: str) -> str | None:
+    """The core's device kernels as a module image of ``image_format`` (what a
+    driver's kernel-modules extension names), or None when torchplug ships none
+    of that format. The core loads it into a backend's devices itself; the path
+    is for checking a driver with it (``$TORCHPLUG_KERNEL_IMAGE``)."""
+    path = _bundled_file("device_kernels", f"{image_format}.so")
+    return path if Path(path).is_file() else None
 
 
 def get_simulator_driver() -> str:

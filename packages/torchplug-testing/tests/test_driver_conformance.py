@@ -25,12 +25,14 @@ from torchplug_testing.driver.bindings import (
     ENTRY_POINT,
     EXTENSIONS,
     IPC_HANDLE_SIZE,
+    KERNEL_FORMAT_HOST_ELF,
     STRUCT_SIZES,
     STRUCTS,
     Capability,
     CopyKind,
     ErrorCode,
     ExtensionType,
+    KernelArgKind,
     SimulatorFault,
 )
 from torchplug_testing.driver.harness import CHECKS
@@ -42,6 +44,7 @@ ENUM_PREFIXES = {
     CopyKind: "TPD_COPY_",
     ExtensionType: "TPD_EXTENSION_",
     SimulatorFault: "TPD_SIMULATOR_",
+    KernelArgKind: "TPD_KERNEL_ARG_",
 }
 
 
@@ -111,6 +114,11 @@ def _layout_program() -> str:
                 f"(({table}*)0)->{name}", f"{result} (*)({args.__name__}*)", f"{table}.{name}"
             )
     same_type("(TPD_HostFunction)0", "int (*)(void*, char*, size_t)", "TPD_HostFunction")
+    same_type(
+        "(TPD_HostElfKernel)0",
+        "int (*)(const TPD_KernelArg*, size_t, char*, size_t)",
+        "TPD_HostElfKernel",
+    )
     lines.append("int main(void) {")
     for struct in STRUCTS:
         name = struct.__name__
@@ -124,7 +132,12 @@ def _layout_program() -> str:
     constants |= {"TPD_API_MAJOR", "TPD_API_MINOR", "TPD_IPC_HANDLE_SIZE"}
     for constant in sorted(constants):
         lines.append(f'  printf("constant {constant} %lld\\n", (long long){constant});')
-    lines += ['  printf("entry_point %s\\n", TPD_ENTRY_POINT);', "  return 0;", "}"]
+    lines += [
+        '  printf("entry_point %s\\n", TPD_ENTRY_POINT);',
+        '  printf("host_elf_format %s\\n", TPD_KERNEL_FORMAT_HOST_ELF);',
+        "  return 0;",
+        "}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -164,6 +177,7 @@ def test_bindings_match_the_header(cc: str, include_dir: Path, tmp_path: Path) -
     )
     python["constant TPD_IPC_HANDLE_SIZE"] = str(IPC_HANDLE_SIZE)
     python["entry_point"] = ENTRY_POINT
+    python["host_elf_format"] = KERNEL_FORMAT_HOST_ELF
     mismatches = {key: (value, c.get(key)) for key, value in python.items() if c.get(key) != value}
     assert mismatches == {}, "(bindings, header) differ"
     assert set(c) == set(python)
@@ -212,7 +226,9 @@ def test_a_driver_of_another_major_version_is_refused(
     cc: str, include_dir: Path, tmp_path: Path
 ) -> None:
     library = _fake_driver(cc, include_dir, tmp_path / "libmajor2.so", "-DMAJOR=2")
-    with pytest.raises(DriverLoadError, match=r"API 2\.3.*API 1\.0.*major versions must be equal"):
+    with pytest.raises(
+        DriverLoadError, match=rf"API 2\.3.*API 1\.{API_MINOR}.*major versions must be equal"
+    ):
         load(library)
 
 

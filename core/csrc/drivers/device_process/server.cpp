@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <iterator>
@@ -95,6 +96,18 @@ int run_remote_host_function(void* data, char* message, size_t message_size) {
   return status;
 }
 
+// A host function of the device process itself that fails its stream with
+// the message `data` (a heap std::string it owns).
+int fail_with_message(void* data, char* message, size_t message_size) {
+  std::unique_ptr<std::string> text(static_cast<std::string*>(data));
+  if (message_size > 0) {
+    const size_t length = std::min(text->size(), message_size - 1);
+    std::memcpy(message, text->data(), length);
+    message[length] = '\0';
+  }
+  return 1;
+}
+
 }  // namespace
 
 void Server::run() {
@@ -159,11 +172,14 @@ void Server::handle(const Request& request, const char* payload, size_t payload_
   try {
     serve(request, payload, payload_size, attached, answer, answer_payload);
   } catch (const Failure& failure) {
-    reply_failure(request.id, failure);
+    answer_failure(request, failure);
     return;
   } catch (const std::exception& error) {
-    reply_failure(request.id, {TPD_INTERNAL, std::string("The device process failed: ") + error.what() +
-                                                 " (a defect of the torchplug remote driver; please report it)."});
+    answer_failure(request, {TPD_INTERNAL, std::string("The device process failed: ") + error.what() +
+                                               " (a defect of the torchplug remote driver; please report it)."});
+    return;
+  }
+  if (request.id == remote::kPostedRequest) {
     return;
   }
   // Copies from the device answer once the stream ran them, unless into pinned memory.
@@ -347,17 +363,48 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
       return;
     }
     case Op::kEventTimestamp: {
-      for (const TPD_ExtensionBase* extension = api_.extension_start; extension != nullptr;
-           extension = extension->next) {
-        if (extension->type == TPD_EXTENSION_PROFILER) {
-          const auto* profiler = reinterpret_cast<const TPD_ProfilerExtension*>(extension);
-          TPD_Profiler_EventTimestamp_Args args{TPD_Profiler_EventTimestamp_Args_STRUCT_SIZE, client, event, 0};
-          check(profiler->event_timestamp(&args));
-          answer.values[0] = static_cast<uint64_t>(args.nanoseconds);
-          return;
-        }
+      const auto& profiler = served_extension<TPD_ProfilerExtension>(TPD_EXTENSION_PROFILER, "profiler");
+      TPD_Profiler_EventTimestamp_Args args{TPD_Profiler_EventTimestamp_Args_STRUCT_SIZE, client, event, 0};
+      check(profiler.event_timestamp(&args));
+      answer.values[0] = static_cast<uint64_t>(args.nanoseconds);
+      return;
+    }
+    case Op::kModuleLoad: {
+      const auto& modules = served_extension<TPD_KernelModulesExtension>(TPD_EXTENSION_KERNEL_MODULES, "kernel-modules");
+      if (attached < 0 || request.size == 0) {
+        throw Failure{TPD_INVALID_ARGUMENT, "A module load came without its image."};
       }
-      throw Failure{TPD_UNSUPPORTED, "The device process's driver has no profiler extension."};
+      char* image = map_file(attached, request.size);
+      TPD_Module_Load_Args args{TPD_Module_Load_Args_STRUCT_SIZE, client, image, request.size, nullptr};
+      TPD_Error* error = modules.module_load(&args);
+      ::munmap(image, request.size);
+      check(error);
+      answer.values[0] = value_of(args.module);
+      return;
+    }
+    case Op::kModuleUnload: {
+      const auto& modules = served_extension<TPD_KernelModulesExtension>(TPD_EXTENSION_KERNEL_MODULES, "kernel-modules");
+      TPD_Module_Unload_Args args{TPD_Module_Unload_Args_STRUCT_SIZE, client, handle_of<TPD_Module>(request.function)};
+      check(modules.module_unload(&args));
+      return;
+    }
+    case Op::kModuleGetFunction: {
+      const auto& modules = served_extension<TPD_KernelModulesExtension>(TPD_EXTENSION_KERNEL_MODULES, "kernel-modules");
+      const std::string name(payload, payload_size);
+      TPD_Module_GetFunction_Args args{TPD_Module_GetFunction_Args_STRUCT_SIZE, client,
+                                       handle_of<TPD_Module>(request.function), name.c_str(), nullptr};
+      check(modules.module_get_function(&args));
+      answer.values[0] = value_of(args.function);
+      return;
+    }
+    case Op::kKernelLaunch: {
+      const auto& modules = served_extension<TPD_KernelModulesExtension>(TPD_EXTENSION_KERNEL_MODULES, "kernel-modules");
+      std::vector<TPD_KernelArg> kernel_args(payload_size / sizeof(TPD_KernelArg));
+      std::memcpy(kernel_args.data(), payload, kernel_args.size() * sizeof(TPD_KernelArg));
+      TPD_Kernel_Launch_Args args{TPD_Kernel_Launch_Args_STRUCT_SIZE, client, stream,
+                                  handle_of<TPD_Function>(request.function), kernel_args.data(), kernel_args.size()};
+      check(modules.kernel_launch(&args));
+      return;
     }
     case Op::kHostFunctionDone:
       return;
@@ -417,6 +464,23 @@ char* Server::registered(uint64_t host, uint64_t offset, uint64_t size) {
                                 "the torchplug remote driver; please report it)."};
   }
   return found->second.first + offset;
+}
+
+void Server::answer_failure(const Request& request, const Failure& failure) {
+  if (request.id != remote::kPostedRequest) {
+    reply_failure(request.id, failure);
+    return;
+  }
+  // Nobody waits for a posted request: its stream fails in its place, as a
+  // kernel's fault would, and the next synchronizing call reports it.
+  auto message = std::make_unique<std::string>(failure.message);
+  try {
+    enqueue_host_function(request.client, request.stream, fail_with_message, message.get());
+    message.release();  // fail_with_message owns it now
+  } catch (const Failure& unqueued) {
+    std::fprintf(stderr, "torchplug-device: a posted request failed (%s) and its stream could not report it: %s\n",
+                 failure.message.c_str(), unqueued.message.c_str());
+  }
 }
 
 void Server::enqueue_host_function(uint64_t client, uint64_t stream, TPD_HostFunction function, void* data) {

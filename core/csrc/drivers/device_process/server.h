@@ -31,6 +31,8 @@ class Server {
   // Sends a reply (and its payload) to the using process.
   void reply(uint64_t id, const remote::Reply& reply, const void* payload = nullptr, size_t size = 0);
   void reply_failure(uint64_t id, const Failure& failure);
+  // reply_failure, or for a posted request (which gets no reply) the failure of its stream.
+  void answer_failure(const remote::Request& request, const Failure& failure);
   // Runs a host function of the using process and waits for its result
   // (the device process's stand-in for a function it cannot call itself).
   int run_host_function(uint64_t client, uint64_t stream, uint64_t function, uint64_t user_data,
@@ -58,6 +60,17 @@ class Server {
   // The address in this process of `size` bytes at `offset` of a registered pinned block.
   char* registered(uint64_t host, uint64_t offset, uint64_t size);
   void finish_host_call(uint64_t id, int status, std::string message);
+  // The served driver's extension of `type`; throws Failure (TPD_UNSUPPORTED) when it has none.
+  template <typename Extension>
+  const Extension& served_extension(TPD_ExtensionType type, const char* what) const {
+    for (const TPD_ExtensionBase* extension = api_.extension_start; extension != nullptr;
+         extension = extension->next) {
+      if (extension->type == type) {
+        return *reinterpret_cast<const Extension*>(extension);
+      }
+    }
+    throw Failure{TPD_UNSUPPORTED, std::string("The device process's driver has no ") + what + " extension."};
+  }
   // Throws Failure when `error` is not NULL (and destroys it).
   void check(TPD_Error* error);
   void enqueue_host_function(uint64_t client, uint64_t stream, TPD_HostFunction function, void* data);

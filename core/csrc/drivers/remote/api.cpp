@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -32,8 +34,42 @@ using drivers::guarded;
 
 namespace {
 
+// A client, and what it was handed, kept here so that a kernel launch is
+// checked before it is sent: launches go without waiting for an answer
+// (Connection::post), so they must not fail in the device process.
 struct RemoteClient {
-  uint64_t remote;  // the device process's client
+  explicit RemoteClient(uint64_t remote_client) : remote(remote_client) {}
+  const uint64_t remote;  // the device process's client
+  mutable std::mutex mutex;
+  std::map<uint64_t, uint64_t> allocations;  // device pointer -> bytes
+  std::set<uint64_t> streams;
+  std::map<uint64_t, uint64_t> functions;  // function -> its module
+
+  // Throws TPD_INVALID_HANDLE unless `pointer` is inside device memory of this client; `what` names it.
+  void check_device_memory(uint64_t pointer, const std::string& what) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto after = allocations.upper_bound(pointer);
+    if (after != allocations.begin() && pointer < std::prev(after)->first + std::prev(after)->second) {
+      return;
+    }
+    throw Error(TPD_INVALID_HANDLE, what + " is not device memory of this client: it was not returned by "
+                                          "memory_allocate, or was freed. Pass memory that memory_allocate returned.");
+  }
+  void check_stream(uint64_t stream) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (streams.count(stream) == 0) {
+      throw Error(TPD_INVALID_HANDLE, "The stream is not a live stream of this client: it was destroyed, or comes "
+                                      "from another client or driver. Pass one that stream_create returned.");
+    }
+  }
+  void check_function(uint64_t function) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (functions.count(function) == 0) {
+      throw Error(TPD_INVALID_HANDLE, "The function is not a live function of this client: its module was "
+                                      "unloaded, or it comes from another client. Pass one that "
+                                      "module_get_function returned.");
+    }
+  }
 };
 
 std::mutex clients_mutex;
@@ -41,7 +77,7 @@ std::map<const TPD_Client*, std::unique_ptr<RemoteClient>> clients;
 // Pinned host memory: a memory file mapped here and in the device process.
 std::map<uintptr_t, size_t> pinned_blocks;  // address -> bytes
 
-const RemoteClient& find_client(const TPD_Client* handle) {
+RemoteClient& find_client(const TPD_Client* handle) {
   if (handle == nullptr) {
     throw Error(TPD_INVALID_ARGUMENT, "The client is NULL; pass one from client_create.");
   }
@@ -180,7 +216,7 @@ void client_create(TPD_Client_Create_Args& args) {
   request.op = Op::kClientCreate;
   parse_options(args.options, request);
   const Reply answer = Connection::get().call(request, args.name, std::strlen(args.name));
-  auto client = std::make_unique<RemoteClient>(RemoteClient{answer.values[0]});
+  auto client = std::make_unique<RemoteClient>(answer.values[0]);
   auto* handle = reinterpret_cast<TPD_Client*>(client.get());
   std::lock_guard<std::mutex> lock(clients_mutex);
   clients[handle] = std::move(client);
@@ -230,13 +266,22 @@ void memory_allocate(TPD_Memory_Allocate_Args& args) {
   Request request = request_of(Op::kMemoryAllocate, args.client);
   request.value = args.device;
   request.size = args.size;
-  args.pointer = handle_of<void>(Connection::get().call(request).values[0]);
+  const uint64_t pointer = Connection::get().call(request).values[0];
+  args.pointer = handle_of<void>(pointer);
+  if (pointer != 0) {
+    RemoteClient& client = find_client(args.client);
+    std::lock_guard<std::mutex> lock(client.mutex);
+    client.allocations[pointer] = args.size;
+  }
 }
 
 void memory_free(TPD_Memory_Free_Args& args) {
   Request request = request_of(Op::kMemoryFree, args.client);
   request.device_pointer = value_of(args.pointer);
   Connection::get().call(request);
+  RemoteClient& client = find_client(args.client);
+  std::lock_guard<std::mutex> lock(client.mutex);
+  client.allocations.erase(request.device_pointer);
 }
 
 void memory_get_info(TPD_Memory_GetInfo_Args& args) {
@@ -364,7 +409,11 @@ void stream_create(TPD_Stream_Create_Args& args) {
   Request request = request_of(Op::kStreamCreate, args.client);
   request.value = args.device;
   request.offset = static_cast<uint64_t>(static_cast<int64_t>(args.priority));
-  args.stream = handle_of<TPD_Stream>(Connection::get().call(request).values[0]);
+  const uint64_t stream = Connection::get().call(request).values[0];
+  args.stream = handle_of<TPD_Stream>(stream);
+  RemoteClient& client = find_client(args.client);
+  std::lock_guard<std::mutex> lock(client.mutex);
+  client.streams.insert(stream);
 }
 
 Request stream_request(Op op, const TPD_Client* client, const TPD_Stream* stream) {
@@ -385,6 +434,9 @@ void check_not_inside(const TPD_Stream* stream, const char* what) {
 void stream_destroy(TPD_Stream_Destroy_Args& args) {
   check_not_inside(args.stream, "stream_destroy");
   Connection::get().call(stream_request(Op::kStreamDestroy, args.client, args.stream));
+  RemoteClient& client = find_client(args.client);
+  std::lock_guard<std::mutex> lock(client.mutex);
+  client.streams.erase(value_of(args.stream));
 }
 
 void stream_query(TPD_Stream_Query_Args& args, Op op) {
@@ -438,6 +490,75 @@ void event_elapsed_time(TPD_Event_ElapsedTime_Args& args) {
   args.milliseconds = Connection::get().call(request).number;
 }
 
+void module_load(TPD_Module_Load_Args& args) {
+  if (args.image == nullptr || args.image_size == 0) {
+    throw Error(TPD_INVALID_ARGUMENT, "TPD_Module_Load_Args.image is NULL or image_size is 0; pass the bytes of a "
+                                      "module image (" TPD_KERNEL_FORMAT_HOST_ELF ").");
+  }
+  Request request = request_of(Op::kModuleLoad, args.client);
+  SharedFile image(args.image_size);
+  std::memcpy(image.data(), args.image, args.image_size);
+  request.size = args.image_size;
+  args.module = handle_of<TPD_Module>(Connection::get().call(request, nullptr, 0, image.fd()).values[0]);
+}
+
+void module_unload(TPD_Module_Unload_Args& args) {
+  Request request = request_of(Op::kModuleUnload, args.client);
+  request.function = value_of(args.module);
+  Connection::get().call(request);
+  RemoteClient& client = find_client(args.client);
+  std::lock_guard<std::mutex> lock(client.mutex);
+  for (auto it = client.functions.begin(); it != client.functions.end();) {
+    it = it->second == request.function ? client.functions.erase(it) : std::next(it);
+  }
+}
+
+void module_get_function(TPD_Module_GetFunction_Args& args) {
+  if (args.name == nullptr || args.name[0] == '\0') {
+    throw Error(TPD_INVALID_ARGUMENT, "TPD_Module_GetFunction_Args.name is NULL or empty; pass a kernel's name.");
+  }
+  Request request = request_of(Op::kModuleGetFunction, args.client);
+  request.function = value_of(args.module);
+  const uint64_t function = Connection::get().call(request, args.name, std::strlen(args.name)).values[0];
+  args.function = handle_of<TPD_Function>(function);
+  RemoteClient& client = find_client(args.client);
+  std::lock_guard<std::mutex> lock(client.mutex);
+  client.functions[function] = request.function;
+}
+
+void kernel_launch(TPD_Kernel_Launch_Args& args) {
+  if (args.args == nullptr && args.arg_count > 0) {
+    throw Error(TPD_INVALID_ARGUMENT, "TPD_Kernel_Launch_Args.args is NULL but arg_count is " +
+                                          std::to_string(args.arg_count) + "; pass the arguments.");
+  }
+  constexpr size_t kMostArgs = kInlineBytes / sizeof(TPD_KernelArg);
+  if (args.arg_count > kMostArgs) {
+    throw Error(TPD_INVALID_ARGUMENT, "A kernel launch takes at most " + std::to_string(kMostArgs) +
+                                          " arguments on this driver, not " + std::to_string(args.arg_count) +
+                                          "; pass larger argument lists in device memory.");
+  }
+  // Checked here as the device process would check it: the launch is posted,
+  // so nothing of it may fail there but the kernel itself.
+  const RemoteClient& client = find_client(args.client);
+  client.check_stream(value_of(args.stream));
+  client.check_function(value_of(args.function));
+  for (size_t i = 0; i < args.arg_count; ++i) {
+    const TPD_KernelArg& arg = args.args[i];
+    const int kind = drivers::enum_value(arg.kind);
+    if (kind == TPD_KERNEL_ARG_POINTER && arg.value.pointer != nullptr) {
+      client.check_device_memory(value_of(arg.value.pointer), "Argument " + std::to_string(i) + " of the kernel");
+    } else if (kind != TPD_KERNEL_ARG_POINTER && kind != TPD_KERNEL_ARG_INT64 && kind != TPD_KERNEL_ARG_FLOAT64) {
+      throw Error(TPD_INVALID_ARGUMENT, "Argument " + std::to_string(i) + " of the kernel has kind " +
+                                            std::to_string(kind) +
+                                            ", not a TPD_KernelArgKind; pass TPD_KERNEL_ARG_POINTER, "
+                                            "TPD_KERNEL_ARG_INT64 or TPD_KERNEL_ARG_FLOAT64.");
+    }
+  }
+  Request request = stream_request(Op::kKernelLaunch, args.client, args.stream);
+  request.function = value_of(args.function);
+  Connection::get().post(request, args.args, args.arg_count * sizeof(TPD_KernelArg));
+}
+
 void event_timestamp(TPD_Profiler_EventTimestamp_Args& args) {
   Request request = request_of(Op::kEventTimestamp, args.client);
   request.event = value_of(args.event);
@@ -477,10 +598,24 @@ const TPD_ProfilerExtension profiler_extension = [] {
   return table;
 }();
 
+// The device process runs the host's machine code, so it loads the host's images.
+const TPD_KernelModulesExtension kernel_modules_extension = [] {
+  TPD_KernelModulesExtension table{};
+  table.base.struct_size = TPD_KernelModulesExtension_STRUCT_SIZE;
+  table.base.type = TPD_EXTENSION_KERNEL_MODULES;
+  table.base.next = &profiler_extension.base;
+  table.image_format = TPD_KERNEL_FORMAT_HOST_ELF;
+  table.module_load = TPD_REMOTE_MEMBER(module_load, TPD_Module_Load_Args);
+  table.module_unload = TPD_REMOTE_MEMBER(module_unload, TPD_Module_Unload_Args);
+  table.module_get_function = TPD_REMOTE_MEMBER(module_get_function, TPD_Module_GetFunction_Args);
+  table.kernel_launch = TPD_REMOTE_MEMBER(kernel_launch, TPD_Kernel_Launch_Args);
+  return table;
+}();
+
 const TPD_Api api = [] {
   TPD_Api table{};
   table.struct_size = TPD_Api_STRUCT_SIZE;
-  table.extension_start = &profiler_extension.base;
+  table.extension_start = &kernel_modules_extension.base;
   table.api_version = {TPD_API_MAJOR, TPD_API_MINOR};
   table.driver_name = "torchplug remote";
   table.driver_version = TORCHPLUG_SIMULATOR_VERSION;

@@ -111,6 +111,28 @@ void Connection::start() {
   }
 }
 
+void Connection::post(Request request, const void* payload, size_t payload_size) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!unusable_.empty()) {
+      throw Error(TPD_UNAVAILABLE, unusable_);
+    }
+  }
+  request.id = kPostedRequest;
+  bool sent = false;
+  try {
+    sent = send_message(socket_, &request, sizeof request, payload, payload_size);
+  } catch (const std::system_error& error) {
+    throw Error(TPD_INTERNAL, std::string("The torchplug remote driver could not send a request: ") + error.what());
+  }
+  if (!sent) {
+    // The device process is gone: the receiving thread says how it ended.
+    std::unique_lock<std::mutex> lock(mutex_);
+    replied_.wait(lock, [&] { return !unusable_.empty(); });
+    throw Error(TPD_UNAVAILABLE, unusable_);
+  }
+}
+
 Reply Connection::call(Request request, const void* payload, size_t payload_size, int attached,
                        std::string* reply_payload) {
   Pending pending;

@@ -36,6 +36,12 @@ class Connection {
   Reply call(Request request, const void* payload = nullptr, size_t payload_size = 0, int attached = -1,
              std::string* reply_payload = nullptr);
 
+  // Sends `request` without waiting for an answer (it gets none): for work
+  // queued on a stream that was checked here, so only running it can fail,
+  // which the device process reports as the stream's failure. Requests keep
+  // their order, so a later call sees the work queued.
+  void post(Request request, const void* payload = nullptr, size_t payload_size = 0);
+
   pid_t device_process() const { return pid_; }
   // The device-process client and stream of the host function this thread
   // runs, 0 outside one (a host function must not wait for its own stream).

@@ -14,7 +14,7 @@
 
 namespace torchplug::remote {
 
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;
 // The descriptor the device process finds its end of the socket pair at.
 constexpr int kDeviceProcessSocket = 3;
 // Copies up to this size travel inside their message.
@@ -52,6 +52,10 @@ enum class Op : uint32_t {
   kEventElapsedTime,
   kEventTimestamp,
   kHostFunctionDone,  // the answer to a kRunHostFunction: `id` is its id, `value` the status, payload the message
+  kModuleLoad,        // attaches a memory file of `size` bytes: the image
+  kModuleUnload,      // `function` is the module
+  kModuleGetFunction, // `function` is the module; payload: the name
+  kKernelLaunch,      // `function` is the function; payload: its TPD_KernelArg array
 };
 
 // Where the host side of a copy is.
@@ -61,10 +65,14 @@ enum class HostSide : uint32_t {
   kAttached = 2,    // a memory file attached to the request, for this copy alone
 };
 
+// The id of a posted request (Connection::post), which gets no reply: a
+// failure to serve it fails the request's stream instead.
+constexpr uint64_t kPostedRequest = 0;
+
 struct Request {
   Op op;
   HostSide mode;
-  uint64_t id;  // echoed by the reply
+  uint64_t id;  // echoed by the reply; kPostedRequest for none
   uint64_t client;
   uint64_t stream;
   uint64_t event;  // the start event of kEventElapsedTime

@@ -38,13 +38,15 @@ Extension extension_table(size_t struct_size, TPD_ExtensionType type, const void
 
 // Defines `space::extension`, the table `Type` of extension `type` whose
 // functions (the bodies in namespace `space`) are those of the list
-// `FUNCTIONS`, and whose chain goes on at `next`.
-#define TPD_SIMULATOR_DEFINE_EXTENSION(space, Type, type, next, FUNCTIONS)                       \
+// `FUNCTIONS`, and whose chain goes on at `next`; statements after those set
+// its other members.
+#define TPD_SIMULATOR_DEFINE_EXTENSION(space, Type, type, next, FUNCTIONS, ...)                  \
   namespace space {                                                                               \
   namespace {                                                                                     \
   Type make_extension() {                                                                         \
     auto table = extension_table<Type>(Type##_STRUCT_SIZE, type, next);                           \
     FUNCTIONS(TPD_SIMULATOR_SET_MEMBER)                                                           \
+    __VA_ARGS__                                                                                   \
     return table;                                                                                 \
   }                                                                                               \
   const Type extension = make_extension();                                                        \
@@ -57,13 +59,15 @@ TPD_SIMULATOR_DEFINE_EXTENSION(profiler, TPD_ProfilerExtension, TPD_EXTENSION_PR
                                TPD_SIMULATOR_PROFILER_FUNCTIONS)
 TPD_SIMULATOR_DEFINE_EXTENSION(ipc, TPD_IpcExtension, TPD_EXTENSION_IPC, &profiler::extension,
                                TPD_SIMULATOR_IPC_FUNCTIONS)
+TPD_SIMULATOR_DEFINE_EXTENSION(modules, TPD_KernelModulesExtension, TPD_EXTENSION_KERNEL_MODULES, &ipc::extension,
+                               TPD_SIMULATOR_MODULE_FUNCTIONS, table.image_format = TPD_KERNEL_FORMAT_HOST_ELF;)
 
 namespace {
 
 TPD_Api make_api() {
   TPD_Api table{};
   table.struct_size = TPD_Api_STRUCT_SIZE;
-  table.extension_start = &ipc::extension.base;
+  table.extension_start = &modules::extension.base;
   table.api_version.major = TPD_API_MAJOR;
   table.api_version.minor = TPD_API_MINOR;
   table.driver_name = "torchplug simulator";

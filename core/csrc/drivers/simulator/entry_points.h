@@ -58,6 +58,13 @@
 // TPD_ProfilerExtension's functions (extensions.cpp), in namespace profiler.
 #define TPD_SIMULATOR_PROFILER_FUNCTIONS(X) X(event_timestamp, TPD_Profiler_EventTimestamp_Args)
 
+// TPD_KernelModulesExtension's functions (modules.cpp), in namespace modules.
+#define TPD_SIMULATOR_MODULE_FUNCTIONS(X)                   \
+  X(module_load, TPD_Module_Load_Args)                      \
+  X(module_unload, TPD_Module_Unload_Args)                  \
+  X(module_get_function, TPD_Module_GetFunction_Args)       \
+  X(kernel_launch, TPD_Kernel_Launch_Args)
+
 // TPD_SimulatorExtension's functions (extensions.cpp), in namespace controls.
 #define TPD_SIMULATOR_CONTROL_FUNCTIONS(X)                    \
   X(configure, TPD_Simulator_Configure_Args)                  \
@@ -90,6 +97,10 @@ TPD_SIMULATOR_IPC_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
 namespace profiler {
 TPD_SIMULATOR_PROFILER_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
 }  // namespace profiler
+
+namespace modules {
+TPD_SIMULATOR_MODULE_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)
+}  // namespace modules
 
 namespace controls {
 TPD_SIMULATOR_CONTROL_FUNCTIONS(TPD_SIMULATOR_DECLARE_BODY)

@@ -31,11 +31,16 @@ std::string address(const void* pointer) {
 std::mutex clients_mutex;
 auto* clients = new std::unordered_map<uintptr_t, std::shared_ptr<Client>>();
 
-// The object of `handle` in `map`; `kind` names it in messages ("stream").
+// The object of `handle` in `map`; `kind` names it in messages ("stream"),
+// and `maker` the function that hands such handles out (kind + "_create" if empty).
 template <typename Map>
-typename Map::mapped_type find(const Map& map, const void* handle, const std::string& kind) {
+typename Map::mapped_type find(const Map& map, const void* handle, const std::string& kind,
+                               std::string maker = "") {
+  if (maker.empty()) {
+    maker = kind + "_create";
+  }
   if (handle == nullptr) {
-    throw Error(TPD_INVALID_ARGUMENT, "The " + kind + " is NULL; pass one that " + kind + "_create returned.");
+    throw Error(TPD_INVALID_ARGUMENT, "The " + kind + " is NULL; pass one that " + maker + " returned.");
   }
   auto it = map.find(id_of(handle));
   if (it == map.end()) {
@@ -43,8 +48,8 @@ typename Map::mapped_type find(const Map& map, const void* handle, const std::st
     throw Error(TPD_INVALID_HANDLE,
                 "The " + kind + " " + address(handle) + " is not a live " + kind + (of_client ? " of this client" : "") +
                     ": it was destroyed, or comes from " + (of_client ? "another client or " : "") +
-                    "another driver. Pass a " + kind + " that " + (of_client ? "this client's " : "") + kind +
-                    "_create returned and that was not destroyed.");
+                    "another driver. Pass a " + kind + " that " + (of_client ? "this client's " : "") + maker +
+                    " returned and that was not destroyed.");
   }
   return it->second;
 }
@@ -154,6 +159,39 @@ std::shared_ptr<EventHandle> Client::remove_event(const TPD_Event* handle) {
   return event;
 }
 
+TPD_Module* Client::add_module(std::shared_ptr<LoadedModule> module) {
+  auto* handle = new_handle<TPD_Module>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  modules_.emplace(id_of(handle), std::move(module));
+  return handle;
+}
+
+std::shared_ptr<LoadedModule> Client::module(const TPD_Module* handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find(modules_, handle, "module", "module_load");
+}
+
+void Client::remove_module(const TPD_Module* handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto module = find(modules_, handle, "module", "module_load");
+  modules_.erase(id_of(handle));
+  for (auto it = functions_.begin(); it != functions_.end();) {
+    it = it->second->module == module ? functions_.erase(it) : std::next(it);
+  }
+}
+
+TPD_Function* Client::add_function(std::shared_ptr<ModuleFunction> function) {
+  auto* handle = new_handle<TPD_Function>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  functions_.emplace(id_of(handle), std::move(function));
+  return handle;
+}
+
+std::shared_ptr<ModuleFunction> Client::function(const TPD_Function* handle) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find(functions_, handle, "function", "module_get_function");
+}
+
 void Client::add_allocation(void* pointer, size_t size, Origin origin) {
   std::lock_guard<std::mutex> lock(mutex_);
   allocations_.emplace(static_cast<const char*>(pointer), Allocation{size, origin});
@@ -249,12 +287,16 @@ void Client::remove_host_allocation(const void* pointer) {
 void Client::release() {
   decltype(streams_) streams;
   decltype(events_) events;
+  decltype(modules_) modules;
+  decltype(functions_) functions;
   decltype(allocations_) allocations;
   decltype(host_allocations_) host_allocations;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     streams.swap(streams_);
     events.swap(events_);
+    modules.swap(modules_);
+    functions.swap(functions_);
     allocations.swap(allocations_);
     host_allocations.swap(host_allocations_);
   }

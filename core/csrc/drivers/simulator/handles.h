@@ -15,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "drivers/simulator/module_image.h"
 #include "runtime/event.h"
 #include "runtime/platform.h"
 #include "runtime/stream.h"
@@ -73,6 +74,14 @@ class Client {
   std::shared_ptr<EventHandle> event(const TPD_Event* handle) const;
   std::shared_ptr<EventHandle> remove_event(const TPD_Event* handle);
 
+  // Kernel modules (modules.cpp) and their functions. Removing a module
+  // removes its functions; queued launches keep what they run.
+  TPD_Module* add_module(std::shared_ptr<LoadedModule> module);
+  std::shared_ptr<LoadedModule> module(const TPD_Module* handle) const;
+  void remove_module(const TPD_Module* handle);
+  TPD_Function* add_function(std::shared_ptr<ModuleFunction> function);
+  std::shared_ptr<ModuleFunction> function(const TPD_Function* handle) const;
+
   // Where device memory of this client came from, and so how it is let go:
   // memory_allocate's is freed with memory_free, ipc_open's closed with ipc_close.
   enum class Origin { kAllocated, kOpened };
@@ -106,6 +115,8 @@ class Client {
   mutable std::mutex mutex_;
   std::unordered_map<uintptr_t, std::shared_ptr<runtime::Stream>> streams_;
   std::unordered_map<uintptr_t, std::shared_ptr<EventHandle>> events_;
+  std::unordered_map<uintptr_t, std::shared_ptr<LoadedModule>> modules_;
+  std::unordered_map<uintptr_t, std::shared_ptr<ModuleFunction>> functions_;
   std::map<const char*, Allocation> allocations_;  // by base; ordered, to find the one holding an address
   std::set<const void*> host_allocations_;
 };

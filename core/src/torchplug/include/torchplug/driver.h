@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define TPD_API_MAJOR 1
-#define TPD_API_MINOR 0
+#define TPD_API_MINOR 1
 #define TPD_ENTRY_POINT "TPD_GetApi"
 
 /* The size of a struct up to and including `member`: what a caller of this
@@ -345,7 +345,7 @@ typedef enum {
   TPD_EXTENSION_IPC = 1,             /* TPD_IpcExtension: memory shared between processes */
   TPD_EXTENSION_PROFILER = 2,        /* TPD_ProfilerExtension: device timestamps */
   TPD_EXTENSION_GRAPH_CAPTURE = 3,   /* reserved: capture a stream's work into a replayable graph */
-  TPD_EXTENSION_KERNEL_MODULES = 4,  /* reserved: load device code, launch its functions */
+  TPD_EXTENSION_KERNEL_MODULES = 4,  /* TPD_KernelModulesExtension (1.1): load device code, launch its functions */
   TPD_EXTENSION_SIMULATOR = 100,     /* TPD_SimulatorExtension: the simulator's own controls */
 } TPD_ExtensionType;
 
@@ -452,6 +452,95 @@ typedef struct {
   TPD_Error* (*event_timestamp)(TPD_Profiler_EventTimestamp_Args* args);
 } TPD_ProfilerExtension;
 #define TPD_ProfilerExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_ProfilerExtension, event_timestamp)
+
+/* Kernel modules (interface 1.1): code the device loads and runs, as CUDA's
+ * cuModuleLoadData, cuModuleGetFunction and cuLaunchKernel. A module belongs to
+ * its client and serves every device of it. What an image holds depends on the
+ * device; `image_format` names the format the driver loads, so a caller with
+ * images for several devices hands each driver its own.
+ *
+ * module_load takes the image's bytes (the driver keeps what it needs before
+ * it returns). module_unload forgets the module and its functions: later calls
+ * with them fail with TPD_INVALID_HANDLE, while launches already queued still
+ * run. kernel_launch queues the function on the stream with its arguments,
+ * copied before it returns, and returns at once; a kernel that fails (the
+ * device faults, the kernel reports failure) fails the stream, reported as
+ * TPD_EXECUTION_FAILED by the next synchronising call, as a failed host
+ * function is. A pointer argument must be NULL or device memory of the client:
+ * a driver refuses others with TPD_INVALID_HANDLE before anything runs. */
+typedef struct TPD_Module TPD_Module;
+typedef struct TPD_Function TPD_Function;
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  const void* image;
+  size_t image_size;
+  TPD_Module* module; /* out */
+} TPD_Module_Load_Args;
+#define TPD_Module_Load_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Module_Load_Args, module)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Module* module;
+} TPD_Module_Unload_Args;
+#define TPD_Module_Unload_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Module_Unload_Args, module)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Module* module;
+  const char* name;       /* the function's name in the image */
+  TPD_Function* function; /* out */
+} TPD_Module_GetFunction_Args;
+#define TPD_Module_GetFunction_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Module_GetFunction_Args, function)
+
+typedef enum {
+  TPD_KERNEL_ARG_POINTER = 0, /* device memory of the client, or NULL */
+  TPD_KERNEL_ARG_INT64 = 1,
+  TPD_KERNEL_ARG_FLOAT64 = 2,
+} TPD_KernelArgKind;
+
+typedef union {
+  void* pointer;
+  int64_t int64;
+  double float64;
+} TPD_KernelValue;
+
+typedef struct {
+  TPD_KernelArgKind kind;
+  TPD_KernelValue value; /* the member `kind` names */
+} TPD_KernelArg;
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+  TPD_Function* function;
+  const TPD_KernelArg* args;
+  size_t arg_count;
+} TPD_Kernel_Launch_Args;
+#define TPD_Kernel_Launch_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Kernel_Launch_Args, arg_count)
+
+typedef struct {
+  TPD_ExtensionBase base;
+  const char* image_format; /* e.g. TPD_KERNEL_FORMAT_HOST_ELF */
+  TPD_Error* (*module_load)(TPD_Module_Load_Args* args);
+  TPD_Error* (*module_unload)(TPD_Module_Unload_Args* args);
+  TPD_Error* (*module_get_function)(TPD_Module_GetFunction_Args* args);
+  TPD_Error* (*kernel_launch)(TPD_Kernel_Launch_Args* args);
+} TPD_KernelModulesExtension;
+#define TPD_KernelModulesExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_KernelModulesExtension, kernel_launch)
+
+/* The format of devices that run the host's own machine code (torchplug's
+ * simulator, and the remote driver's device process): an ELF shared object
+ * for the host's CPU and C library, linking nothing else, whose functions are
+ * exported C symbols of type TPD_HostElfKernel. A kernel runs on the stream's
+ * thread with the launch's arguments; it returns 0, or non-zero after writing
+ * a NUL-terminated message of at most `message_size` bytes, which fails the stream. */
+#define TPD_KERNEL_FORMAT_HOST_ELF "torchplug-host-elf-1"
+typedef int (*TPD_HostElfKernel)(const TPD_KernelArg* args, size_t arg_count, char* message, size_t message_size);
 
 /* The simulator's controls: device count and capacity (before first use),
  * and fault injection for tests. Other drivers do not offer it. */

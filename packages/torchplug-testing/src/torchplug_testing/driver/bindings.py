@@ -1,4 +1,4 @@
-"""ctypes bindings of the torchplug driver interface (``torchplug/driver.h``, API 1.0).
+"""ctypes bindings of the torchplug driver interface (``torchplug/driver.h``, API 1.1).
 
 Every struct, enum and table member of the header has its counterpart here,
 under the header's names. Only the standard library is used: a vendor checks a
@@ -14,7 +14,7 @@ from ctypes import c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uin
 from typing import Any, TypeVar
 
 API_MAJOR = 1
-API_MINOR = 0
+API_MINOR = 1
 ENTRY_POINT = "TPD_GetApi"
 IPC_HANDLE_SIZE = 64
 
@@ -60,6 +60,20 @@ class ExtensionType(enum.IntEnum):
     SIMULATOR = 100
 
 
+class KernelArgKind(enum.IntEnum):
+    POINTER = 0
+    INT64 = 1
+    FLOAT64 = 2
+
+
+# The format of images for devices that run the host's machine code.
+KERNEL_FORMAT_HOST_ELF = "torchplug-host-elf-1"
+
+
+class TPD_KernelValue(ctypes.Union):
+    _fields_ = [("pointer", c_void_p), ("int64", c_int64), ("float64", c_double)]
+
+
 class SimulatorFault(enum.IntEnum):
     FAIL_ALLOCATIONS = 0
     FAIL_KERNELS = 1
@@ -91,10 +105,14 @@ _TYPES: dict[str, Any] = {
     "TPD_CopyKind": c_enum,
     "TPD_ExtensionType": c_enum,
     "TPD_SimulatorFault": c_enum,
+    "TPD_KernelArgKind": c_enum,
+    "TPD_KernelValue": TPD_KernelValue,
     "TPD_Error*": c_handle,
     "TPD_Client*": c_handle,
     "TPD_Stream*": c_handle,
     "TPD_Event*": c_handle,
+    "TPD_Module*": c_handle,
+    "TPD_Function*": c_handle,
     # The extension chain is walked by address.
     "TPD_ExtensionBase*": c_void_p,
     "TPD_HostFunction": TPD_HostFunction,
@@ -194,6 +212,11 @@ TPD_Ipc_GetHandle_Args = _client("TPD_Ipc_GetHandle_Args", f"void* pointer; unsi
 TPD_Ipc_Open_Args = _client("TPD_Ipc_Open_Args", "int device; const unsigned char* handle; void* pointer; size_t size")
 TPD_Ipc_Close_Args = _client("TPD_Ipc_Close_Args", "void* pointer")
 TPD_Profiler_EventTimestamp_Args = _client("TPD_Profiler_EventTimestamp_Args", "TPD_Event* event; int64_t nanoseconds")
+TPD_Module_Load_Args = _client("TPD_Module_Load_Args", "const void* image; size_t image_size; TPD_Module* module")
+TPD_Module_Unload_Args = _client("TPD_Module_Unload_Args", "TPD_Module* module")
+TPD_Module_GetFunction_Args = _client("TPD_Module_GetFunction_Args", "TPD_Module* module; const char* name; TPD_Function* function")
+TPD_KernelArg = _struct("TPD_KernelArg", "TPD_KernelArgKind kind; TPD_KernelValue value")
+TPD_Kernel_Launch_Args = _client("TPD_Kernel_Launch_Args", "TPD_Stream* stream; TPD_Function* function; const TPD_KernelArg* args; size_t arg_count")
 TPD_Simulator_Configure_Args = _client("TPD_Simulator_Configure_Args", "int device_count; uint64_t capacity_bytes")
 TPD_Simulator_InjectFault_Args = _client("TPD_Simulator_InjectFault_Args", "int device; TPD_SimulatorFault fault; int count")
 TPD_Simulator_TakeKernelFault_Args = _client("TPD_Simulator_TakeKernelFault_Args", "int device; int taken")
@@ -213,6 +236,12 @@ IPC_MEMBERS: tuple[Member, ...] = (
 )
 PROFILER_MEMBERS: tuple[Member, ...] = (
     ("event_timestamp", TPD_Profiler_EventTimestamp_Args, True),
+)
+KERNEL_MODULE_MEMBERS: tuple[Member, ...] = (
+    ("module_load", TPD_Module_Load_Args, True),
+    ("module_unload", TPD_Module_Unload_Args, True),
+    ("module_get_function", TPD_Module_GetFunction_Args, True),
+    ("kernel_launch", TPD_Kernel_Launch_Args, True),
 )
 SIMULATOR_MEMBERS: tuple[Member, ...] = (
     ("configure", TPD_Simulator_Configure_Args, True),
@@ -270,10 +299,16 @@ API_MEMBERS: tuple[Member, ...] = tuple(
 _EXTENSION_BASE = "TPD_ExtensionBase base"
 TPD_IpcExtension = _struct("TPD_IpcExtension", _EXTENSION_BASE, IPC_MEMBERS)
 TPD_ProfilerExtension = _struct("TPD_ProfilerExtension", _EXTENSION_BASE, PROFILER_MEMBERS)
+TPD_KernelModulesExtension = _struct(
+    "TPD_KernelModulesExtension",
+    f"{_EXTENSION_BASE}; const char* image_format",
+    KERNEL_MODULE_MEMBERS,
+)
 TPD_SimulatorExtension = _struct("TPD_SimulatorExtension", _EXTENSION_BASE, SIMULATOR_MEMBERS)
 EXTENSIONS: dict[ExtensionType, tuple[type[ctypes.Structure], tuple[Member, ...]]] = {
     ExtensionType.IPC: (TPD_IpcExtension, IPC_MEMBERS),
     ExtensionType.PROFILER: (TPD_ProfilerExtension, PROFILER_MEMBERS),
+    ExtensionType.KERNEL_MODULES: (TPD_KernelModulesExtension, KERNEL_MODULE_MEMBERS),
     ExtensionType.SIMULATOR: (TPD_SimulatorExtension, SIMULATOR_MEMBERS),
 }
 

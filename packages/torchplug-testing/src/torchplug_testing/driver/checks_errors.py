@@ -9,6 +9,8 @@ from ctypes import addressof, byref, create_string_buffer, pointer
 from typing import Any
 
 from torchplug_testing.driver.bindings import (
+    API_MAJOR,
+    API_MINOR,
     STRUCT_SIZES,
     Capability,
     CopyKind,
@@ -300,5 +302,7 @@ def check_struct_size_newer_caller(ctx: Context) -> str:
         if member == "client_destroy" and error is None:
             ctx.client = None
         ensure(error is None, f"{member} with struct_size {size}: {error}")
-        ensure(tail == b"\xa5" * 64, f"{member} wrote past the members of API 1.0")
+        ensure(
+            tail == b"\xa5" * 64, f"{member} wrote past the members of API {API_MAJOR}.{API_MINOR}"
+        )
     return f"{len(builders)} functions"

@@ -39,6 +39,7 @@ CHECK_MODULES = (
     "checks_streams",
     "checks_errors",
     "checks_extensions",
+    "checks_kernels",
 )
 for _module in CHECK_MODULES:
     importlib.import_module(f"torchplug_testing.driver.{_module}")

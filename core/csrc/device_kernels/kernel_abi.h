@@ -1,0 +1,44 @@
+#pragma once
+// The contract between the core and its device kernels
+// (TPD_KERNEL_FORMAT_HOST_ELF images, built from this folder): each kernel's
+// exported name and the arguments it takes, in order. The core launches them
+// through the driver (kernels/module_kernels.cpp); the image includes no
+// torch header and links nothing but the C library. Tensors are dense
+// (contiguous) unless a kernel takes strides.
+#include <cstdint>
+
+namespace torchplug::device_kernels {
+
+// Element types, as the kernels' `dtype` argument.
+enum class DType : int64_t { kFloat32 = 0, kFloat64 = 1, kBFloat16 = 2 };
+
+// torchplug_binary(out*, a*, b*, count, dtype, op, alpha, scalar):
+// out = a op (alpha * b) for add and sub, a op b for mul and div; a NULL `b`
+// stands for the float64 `scalar`. `out` may be `a` or `b` (in place).
+inline constexpr const char kBinary[] = "torchplug_binary";
+enum class BinaryOp : int64_t { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3 };
+
+// torchplug_unary(out*, in*, count, dtype, op); `out` may be `in`.
+inline constexpr const char kUnary[] = "torchplug_unary";
+enum class UnaryOp : int64_t { kNeg = 0, kRelu = 1, kSigmoid = 2, kTanh = 3, kExp = 4, kGelu = 5, kGeluTanh = 6, kSilu = 7 };
+
+// torchplug_unary_backward(grad_in*, grad_out*, saved*, count, dtype, op):
+// the gradient of UnaryOp `op` (kRelu, kSigmoid, kTanh, kGelu, kGeluTanh,
+// kSilu); `saved` is the forward's output for kRelu, kSigmoid and kTanh, its
+// input for the others.
+inline constexpr const char kUnaryBackward[] = "torchplug_unary_backward";
+
+// torchplug_gemm(out*, a*, b*, bias*, m, n, k, a_row_stride, a_col_stride,
+// b_row_stride, b_col_stride, bias_row_stride, bias_col_stride, dtype, beta, alpha):
+// out (m x n, dense) = beta * bias + alpha * (a @ b), with a (m x k) and b
+// (k x n) read through their strides (in elements); bias NULL for none, its
+// strides 0 where it broadcasts.
+inline constexpr const char kGemm[] = "torchplug_gemm";
+
+// torchplug_softmax(out*, in*, rows, columns, dtype, log): softmax (or
+// log_softmax when `log` is 1) over each row's `columns` dense elements.
+inline constexpr const char kSoftmax[] = "torchplug_softmax";
+// torchplug_softmax_backward(grad_in*, grad_out*, out*, rows, columns, dtype, log).
+inline constexpr const char kSoftmaxBackward[] = "torchplug_softmax_backward";
+
+}  // namespace torchplug::device_kernels

@@ -1,0 +1,140 @@
+#pragma once
+// What every device kernel of the image does first: read its arguments (each
+// checked for kind), pick the element type, and fail with a message instead of
+// running on arguments it does not understand. No C++ library: the image
+// links the C library alone (kernel_abi.h).
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include "device_kernels/kernel_abi.h"
+#include "torchplug/driver.h"
+
+#define TORCHPLUG_KERNEL extern "C" __attribute__((visibility("default"))) int
+
+namespace torchplug::device_kernels {
+
+// bfloat16 as stored: the upper half of a float32, rounded to nearest even.
+struct BFloat16 {
+  uint16_t bits;
+};
+
+inline float widen(BFloat16 value) {
+  const uint32_t bits = static_cast<uint32_t>(value.bits) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof result);
+  return result;
+}
+
+inline BFloat16 narrow(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if (std::isnan(value)) {
+    return BFloat16{0x7fc0};
+  }
+  bits += 0x7fff + ((bits >> 16) & 1);
+  return BFloat16{static_cast<uint16_t>(bits >> 16)};
+}
+
+// The arithmetic type of element type T: bfloat16 computes in float.
+template <typename T>
+struct Compute {
+  using type = T;
+  static T load(T value) { return value; }
+  static T store(T value) { return value; }
+};
+template <>
+struct Compute<BFloat16> {
+  using type = float;
+  static float load(BFloat16 value) { return widen(value); }
+  static BFloat16 store(float value) { return narrow(value); }
+};
+
+// A kernel's arguments, read in order; the first mismatch is kept as the failure.
+class KernelArgs {
+ public:
+  KernelArgs(const char* kernel, const TPD_KernelArg* args, size_t count, char* message, size_t message_size)
+      : kernel_(kernel), args_(args), count_(count), message_(message), message_size_(message_size) {}
+
+  template <typename T = void>
+  T* pointer() {
+    const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_POINTER, "a pointer");
+    return arg != nullptr ? static_cast<T*>(arg->value.pointer) : nullptr;
+  }
+  int64_t integer() {
+    const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_INT64, "an int64");
+    return arg != nullptr ? arg->value.int64 : 0;
+  }
+  double number() {
+    const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_FLOAT64, "a float64");
+    return arg != nullptr ? arg->value.float64 : 0.0;
+  }
+  // Whether the arguments were as the kernel reads them, all of them read.
+  bool ok() {
+    if (!failed_ && read_ != count_) {
+      fail("takes %zu arguments, but %zu were passed", read_, count_);
+    }
+    return !failed_;
+  }
+  // Writes the failure message (printf-style) and returns the failing status.
+  template <typename... Values>
+  int fail(const char* format, Values... values) {
+    if (!failed_) {
+      failed_ = true;
+      const int used = std::snprintf(message_, message_size_, "%s ", kernel_);
+      if (used > 0 && static_cast<size_t>(used) < message_size_) {
+        std::snprintf(message_ + used, message_size_ - used, format, values...);
+      }
+    }
+    return 1;
+  }
+
+ private:
+  const TPD_KernelArg* next(TPD_KernelArgKind kind, const char* what) {
+    const size_t index = read_++;
+    if (failed_) {
+      return nullptr;
+    }
+    if (index >= count_) {
+      fail("needs more than the %zu arguments passed", count_);
+      return nullptr;
+    }
+    if (args_[index].kind != kind) {
+      fail("takes %s as argument %zu", what, index);
+      return nullptr;
+    }
+    return &args_[index];
+  }
+
+  const char* kernel_;
+  const TPD_KernelArg* args_;
+  size_t count_;
+  char* message_;
+  size_t message_size_;
+  size_t read_ = 0;
+  bool failed_ = false;
+};
+
+template <typename T>
+struct Element {
+  using type = T;
+};
+
+// Calls `body(Element<T>{})` for the element type T that `dtype` names; the
+// failing status for one the kernel does not take.
+template <typename Body>
+int with_dtype(KernelArgs& args, int64_t dtype, Body&& body) {
+  switch (static_cast<DType>(dtype)) {
+    case DType::kFloat32:
+      return body(Element<float>{});
+    case DType::kFloat64:
+      return body(Element<double>{});
+    case DType::kBFloat16:
+      return body(Element<BFloat16>{});
+  }
+  return args.fail("has no element type %lld", static_cast<long long>(dtype));
+}
+
+}  // namespace torchplug::device_kernels

@@ -1,0 +1,462 @@
+// Kernels that run inside a device whose memory the host cannot address: the
+// core's device kernels (device_kernels/kernel_abi.h), loaded into the device
+// through the driver's kernel-module extension and launched on the current
+// stream, so neither operands nor results cross to the host. Each covers the
+// common case of its operator (dense operands of one float type on one
+// device); any other call takes the copying CPU fallback, as an operator
+// without a device kernel does.
+#include <initializer_list>
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/WrapDimMinimal.h>
+#include <c10/util/string_view.h>
+
+#include "backend/backend.h"
+#include "device_kernels/kernel_abi.h"
+#include "driver/device_runtime.h"
+#include "driver/kernel_module.h"
+#include "driver/stream.h"
+#include "kernels/cpu_fallback.h"
+#include "launch/kernel_launch.h"
+#include "registration/device_kernels.h"
+
+namespace torchplug {
+namespace {
+
+namespace dk = device_kernels;
+
+std::optional<dk::DType> kernel_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::kFloat:
+      return dk::DType::kFloat32;
+    case c10::kDouble:
+      return dk::DType::kFloat64;
+    case c10::kBFloat16:
+      return dk::DType::kBFloat16;
+    default:
+      return std::nullopt;
+  }
+}
+
+// A device tensor a kernel reads or writes as it is: on `device`, strided,
+// dense, of a type the kernels take, with no lazy conjugate or negation.
+bool dense_on(const at::Tensor& tensor, c10::Device device) {
+  return tensor.defined() && !device.is_cpu() && tensor.device() == device && tensor.layout() == c10::kStrided &&
+         tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg() &&
+         kernel_dtype(tensor.scalar_type()).has_value();
+}
+
+bool dense_like(const at::Tensor& tensor, const at::Tensor& model) {
+  return dense_on(tensor, model.device()) && tensor.scalar_type() == model.scalar_type() &&
+         tensor.sizes() == model.sizes();
+}
+
+TPD_KernelArg pointer(const at::Tensor& tensor) {
+  TPD_KernelArg arg{};
+  arg.kind = TPD_KERNEL_ARG_POINTER;
+  arg.value.pointer = tensor.defined() ? const_cast<void*>(tensor.const_data_ptr()) : nullptr;
+  return arg;
+}
+
+TPD_KernelArg integer(int64_t value) {
+  TPD_KernelArg arg{};
+  arg.kind = TPD_KERNEL_ARG_INT64;
+  arg.value.int64 = value;
+  return arg;
+}
+
+template <typename Enum>
+TPD_KernelArg code(Enum value) {
+  return integer(static_cast<int64_t>(value));
+}
+
+TPD_KernelArg number(double value) {
+  TPD_KernelArg arg{};
+  arg.kind = TPD_KERNEL_ARG_FLOAT64;
+  arg.value.float64 = value;
+  return arg;
+}
+
+TPD_KernelArg dtype_of(const at::Tensor& tensor) { return code(*kernel_dtype(tensor.scalar_type())); }
+
+// Queues device kernel `kernel` on `device`'s current stream; when launches
+// block (TORCHPLUG_LAUNCH_BLOCKING=1), waits for it, so a failure names its operator.
+void launch(const char* kernel, c10::Device device, std::initializer_list<TPD_KernelArg> args) {
+  const c10::DeviceGuard guard(device);
+  translate_runtime_errors([&] {
+    driver::KernelModule* module = driver::KernelModule::of(device_runtime(device.type()));
+    const driver::Stream& stream = runtime_stream(current_stream(device));
+    stream.launch_kernel(module->function(kernel), args.begin(), args.size());
+    if (launch_blocking()) {
+      stream.synchronize();
+    }
+  });
+}
+
+// The dense keys of the backend of the first device tensor among `tensors`
+// (an operand may be a host tensor, even the first): how a call the kernels
+// do not cover reaches the copying fallback.
+template <typename... Tensors>
+c10::DispatchKeySet fallback_keys(const Tensors&... tensors) {
+  const at::Tensor* device_tensor = nullptr;
+  for (const at::Tensor* tensor : {&tensors...}) {
+    if (device_tensor == nullptr && tensor->defined() && !tensor->device().is_cpu()) {
+      device_tensor = tensor;
+    }
+  }
+  TORCH_INTERNAL_ASSERT(device_tensor != nullptr, "a device kernel was called without a device operand");
+  return backend(device_tensor->device().type()).dense_keys;
+}
+
+// ------------------------------------------------------------ binary arithmetic
+
+// A second operand the kernels take as a number: a 0-dim host tensor (a
+// Python number) that leaves the result's type as the first operand's.
+std::optional<double> host_scalar(const at::Tensor& self, const at::Tensor& other) {
+  if (other.dim() != 0 || !other.device().is_cpu() || other.is_complex() ||
+      at::result_type(self, other) != self.scalar_type()) {
+    return std::nullopt;
+  }
+  return other.item<double>();
+}
+
+// What a binary kernel needs beyond its operands: null `other` and its value
+// as `scalar` when it is a host number.
+struct BinaryOperands {
+  at::Tensor other;
+  double scalar = 0.0;
+};
+
+// The operands of `self op other` when the kernels cover the call.
+std::optional<BinaryOperands> binary_operands(const at::Tensor& self, const at::Tensor& other,
+                                              const c10::Scalar& alpha) {
+  if (!dense_on(self, self.device()) || alpha.isComplex()) {
+    return std::nullopt;
+  }
+  if (dense_like(other, self)) {
+    return BinaryOperands{other};
+  }
+  if (const std::optional<double> scalar = host_scalar(self, other)) {
+    return BinaryOperands{at::Tensor(), *scalar};
+  }
+  return std::nullopt;
+}
+
+void launch_binary(const at::Tensor& out, const at::Tensor& self, const BinaryOperands& operands, dk::BinaryOp op,
+                   const c10::Scalar& alpha) {
+  if (self.numel() > 0) {
+    launch(dk::kBinary, self.device(),
+           {pointer(out), pointer(self), pointer(operands.other), integer(self.numel()), dtype_of(self), code(op),
+            number(alpha.toDouble()), number(operands.scalar)});
+  }
+}
+
+template <typename Op, dk::BinaryOp kOp>
+at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
+  if (const auto operands = binary_operands(self, other, 1)) {
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    launch_binary(out, self, *operands, kOp, 1);
+    return out;
+  }
+  return call_through_fallback<Op>(fallback_keys(self, other), self, other);
+}
+
+template <typename Op, dk::BinaryOp kOp>
+at::Tensor binary_alpha(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  if (const auto operands = binary_operands(self, other, alpha)) {
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    launch_binary(out, self, *operands, kOp, alpha);
+    return out;
+  }
+  return call_through_fallback<Op>(fallback_keys(self, other), self, other, alpha);
+}
+
+template <typename Op, dk::BinaryOp kOp>
+at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other) {
+  if (const auto operands = binary_operands(self, other, 1)) {
+    launch_binary(self, self, *operands, kOp, 1);
+    return self;
+  }
+  return call_through_fallback<Op>(fallback_keys(self, other), self, other);
+}
+
+template <typename Op, dk::BinaryOp kOp>
+at::Tensor& binary_alpha_in_place(at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
+  if (const auto operands = binary_operands(self, other, alpha)) {
+    launch_binary(self, self, *operands, kOp, alpha);
+    return self;
+  }
+  return call_through_fallback<Op>(fallback_keys(self, other), self, other, alpha);
+}
+
+// ------------------------------------------------------------ activations
+
+void launch_unary(const at::Tensor& out, const at::Tensor& self, dk::UnaryOp op) {
+  if (self.numel() > 0) {
+    launch(dk::kUnary, self.device(), {pointer(out), pointer(self), integer(self.numel()), dtype_of(self), code(op)});
+  }
+}
+
+template <typename Op, dk::UnaryOp kOp>
+at::Tensor unary(const at::Tensor& self) {
+  if (dense_on(self, self.device())) {
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    launch_unary(out, self, kOp);
+    return out;
+  }
+  return call_through_fallback<Op>(fallback_keys(self), self);
+}
+
+template <typename Op, dk::UnaryOp kOp>
+at::Tensor& unary_in_place(at::Tensor& self) {
+  if (dense_on(self, self.device())) {
+    launch_unary(self, self, kOp);
+    return self;
+  }
+  return call_through_fallback<Op>(fallback_keys(self), self);
+}
+
+std::optional<dk::UnaryOp> gelu_op(c10::string_view approximate) {
+  if (approximate == "none") {
+    return dk::UnaryOp::kGelu;
+  }
+  if (approximate == "tanh") {
+    return dk::UnaryOp::kGeluTanh;
+  }
+  return std::nullopt;
+}
+
+at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
+  const std::optional<dk::UnaryOp> op = gelu_op(approximate);
+  if (op.has_value() && dense_on(self, self.device())) {
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    launch_unary(out, self, *op);
+    return out;
+  }
+  return call_through_fallback<at::_ops::gelu>(fallback_keys(self), self, approximate);
+}
+
+// grad_output times the gradient of `op` at `saved` (see kernel_abi.h).
+std::optional<at::Tensor> unary_gradient(const at::Tensor& grad_output, const at::Tensor& saved, dk::UnaryOp op) {
+  if (!dense_on(grad_output, grad_output.device()) || !dense_like(saved, grad_output)) {
+    return std::nullopt;
+  }
+  at::Tensor grad_input = at::empty(grad_output.sizes(), grad_output.options());
+  if (grad_output.numel() > 0) {
+    launch(dk::kUnaryBackward, grad_output.device(),
+           {pointer(grad_input), pointer(grad_output), pointer(saved), integer(grad_output.numel()),
+            dtype_of(grad_output), code(op)});
+  }
+  return grad_input;
+}
+
+template <typename Op, dk::UnaryOp kOp>
+at::Tensor unary_backward(const at::Tensor& grad_output, const at::Tensor& saved) {
+  if (auto grad_input = unary_gradient(grad_output, saved, kOp)) {
+    return *grad_input;
+  }
+  return call_through_fallback<Op>(fallback_keys(grad_output, saved), grad_output, saved);
+}
+
+// relu's backward: threshold 0 over relu's output (or input: the same signs).
+at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& self, const c10::Scalar& threshold) {
+  if (!threshold.isComplex() && threshold.toDouble() == 0.0) {
+    if (auto grad_input = unary_gradient(grad_output, self, dk::UnaryOp::kRelu)) {
+      return *grad_input;
+    }
+  }
+  return call_through_fallback<at::_ops::threshold_backward>(fallback_keys(grad_output, self), grad_output, self,
+                                                             threshold);
+}
+
+at::Tensor gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate) {
+  if (const std::optional<dk::UnaryOp> op = gelu_op(approximate)) {
+    if (auto grad_input = unary_gradient(grad_output, self, *op)) {
+      return *grad_input;
+    }
+  }
+  return call_through_fallback<at::_ops::gelu_backward>(fallback_keys(grad_output, self), grad_output, self,
+                                                        approximate);
+}
+
+// ------------------------------------------------------------ matrix products
+
+bool gemm_operand(const at::Tensor& tensor, const at::Tensor& model) {
+  return tensor.defined() && !model.device().is_cpu() && tensor.device() == model.device() && tensor.dim() == 2 &&
+         tensor.layout() == c10::kStrided && tensor.scalar_type() == model.scalar_type() && !tensor.is_conj() &&
+         !tensor.is_neg() && tensor.stride(0) >= 0 && tensor.stride(1) >= 0;
+}
+
+// out = beta * bias + alpha * (a @ b), when the kernels cover the call.
+std::optional<at::Tensor> gemm(const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b, double beta,
+                               double alpha) {
+  if (!kernel_dtype(a.scalar_type()).has_value() || !gemm_operand(a, a) || !gemm_operand(b, a) ||
+      a.size(1) != b.size(0)) {
+    return std::nullopt;
+  }
+  const int64_t m = a.size(0);
+  const int64_t n = b.size(1);
+  int64_t bias_strides[2] = {0, 0};
+  if (bias != nullptr) {
+    if (!bias->defined() || bias->device() != a.device() || bias->scalar_type() != a.scalar_type() ||
+        bias->dim() > 2 || bias->is_conj() || bias->is_neg() || bias->layout() != c10::kStrided) {
+      return std::nullopt;
+    }
+    // Right-aligned, as broadcasting reads it: size-1 dimensions repeat.
+    const int64_t sizes[2] = {m, n};
+    for (int64_t d = 0; d < bias->dim(); ++d) {
+      const int64_t target = 2 - bias->dim() + d;
+      if (bias->size(d) != 1 && bias->size(d) != sizes[target]) {
+        return std::nullopt;
+      }
+      bias_strides[target] = bias->size(d) == 1 ? 0 : bias->stride(d);
+    }
+  }
+  at::Tensor out = at::empty({m, n}, a.options());
+  if (out.numel() > 0) {
+    launch(dk::kGemm, a.device(),
+           {pointer(out), pointer(a), pointer(b), pointer(bias != nullptr ? *bias : at::Tensor()), integer(m),
+            integer(n), integer(a.size(1)), integer(a.stride(0)), integer(a.stride(1)), integer(b.stride(0)),
+            integer(b.stride(1)), integer(bias_strides[0]), integer(bias_strides[1]), dtype_of(a), number(beta),
+            number(alpha)});
+  }
+  return out;
+}
+
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  if (auto out = gemm(nullptr, self, mat2, 0.0, 1.0)) {
+    return *out;
+  }
+  return call_through_fallback<at::_ops::mm>(fallback_keys(self, mat2), self, mat2);
+}
+
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                 const c10::Scalar& alpha) {
+  if (!beta.isComplex() && !alpha.isComplex()) {
+    if (auto out = gemm(&self, mat1, mat2, beta.toDouble(), alpha.toDouble())) {
+      return *out;
+    }
+  }
+  return call_through_fallback<at::_ops::addmm>(fallback_keys(self, mat1, mat2), self, mat1, mat2, beta, alpha);
+}
+
+// ------------------------------------------------------------ softmax
+
+bool over_last_dimension(const at::Tensor& tensor, int64_t dim) {
+  return tensor.dim() > 0 && c10::maybe_wrap_dim(dim, tensor.dim()) == tensor.dim() - 1;
+}
+
+std::optional<at::Tensor> softmax_forward(const at::Tensor& self, int64_t dim, bool half_to_float, bool log) {
+  if (half_to_float || !dense_on(self, self.device()) || !over_last_dimension(self, dim)) {
+    return std::nullopt;
+  }
+  at::Tensor out = at::empty(self.sizes(), self.options());
+  const int64_t columns = self.size(-1);
+  if (self.numel() > 0) {
+    launch(dk::kSoftmax, self.device(),
+           {pointer(out), pointer(self), integer(self.numel() / columns), integer(columns), dtype_of(self),
+            integer(log ? 1 : 0)});
+  }
+  return out;
+}
+
+std::optional<at::Tensor> softmax_gradient(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                           c10::ScalarType input_dtype, bool log) {
+  if (input_dtype != grad_output.scalar_type() || !dense_on(grad_output, grad_output.device()) ||
+      !dense_like(output, grad_output) || !over_last_dimension(output, dim)) {
+    return std::nullopt;
+  }
+  at::Tensor grad_input = at::empty(grad_output.sizes(), grad_output.options());
+  const int64_t columns = output.size(-1);
+  if (output.numel() > 0) {
+    launch(dk::kSoftmaxBackward, output.device(),
+           {pointer(grad_input), pointer(grad_output), pointer(output), integer(output.numel() / columns),
+            integer(columns), dtype_of(output), integer(log ? 1 : 0)});
+  }
+  return grad_input;
+}
+
+template <typename Op, bool kLog>
+at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  if (auto out = softmax_forward(self, dim, half_to_float, kLog)) {
+    return *out;
+  }
+  return call_through_fallback<Op>(fallback_keys(self), self, dim, half_to_float);
+}
+
+template <typename Op, bool kLog>
+at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                            c10::ScalarType input_dtype) {
+  if (auto grad_input = softmax_gradient(grad_output, output, dim, input_dtype, kLog)) {
+    return *grad_input;
+  }
+  return call_through_fallback<Op>(fallback_keys(grad_output, output), grad_output, output, dim, input_dtype);
+}
+
+}  // namespace
+
+bool has_module_kernels(c10::DeviceType type) {
+  return translate_runtime_errors([&] { return driver::KernelModule::of(device_runtime(type)) != nullptr; });
+}
+
+void register_module_kernels(DeviceKernels& library) {
+  using dk::BinaryOp;
+  using dk::UnaryOp;
+  library.impl("add.Tensor", TORCH_FN((binary_alpha<at::_ops::add_Tensor, BinaryOp::kAdd>)));
+  library.impl("sub.Tensor", TORCH_FN((binary_alpha<at::_ops::sub_Tensor, BinaryOp::kSub>)));
+  library.impl("mul.Tensor", TORCH_FN((binary<at::_ops::mul_Tensor, BinaryOp::kMul>)));
+  library.impl("div.Tensor", TORCH_FN((binary<at::_ops::div_Tensor, BinaryOp::kDiv>)));
+  library.impl("add_.Tensor", TORCH_FN((binary_alpha_in_place<at::_ops::add__Tensor, BinaryOp::kAdd>)));
+  library.impl("sub_.Tensor", TORCH_FN((binary_alpha_in_place<at::_ops::sub__Tensor, BinaryOp::kSub>)));
+  library.impl("mul_.Tensor", TORCH_FN((binary_in_place<at::_ops::mul__Tensor, BinaryOp::kMul>)));
+  library.impl("div_.Tensor", TORCH_FN((binary_in_place<at::_ops::div__Tensor, BinaryOp::kDiv>)));
+  library.impl("neg", TORCH_FN((unary<at::_ops::neg, UnaryOp::kNeg>)));
+  library.impl("relu", TORCH_FN((unary<at::_ops::relu, UnaryOp::kRelu>)));
+  library.impl("relu_", TORCH_FN((unary_in_place<at::_ops::relu_, UnaryOp::kRelu>)));
+  library.impl("sigmoid", TORCH_FN((unary<at::_ops::sigmoid, UnaryOp::kSigmoid>)));
+  library.impl("tanh", TORCH_FN((unary<at::_ops::tanh, UnaryOp::kTanh>)));
+  library.impl("exp", TORCH_FN((unary<at::_ops::exp, UnaryOp::kExp>)));
+  library.impl("silu", TORCH_FN((unary<at::_ops::silu, UnaryOp::kSilu>)));
+  library.impl("gelu", TORCH_FN(gelu));
+  library.impl("threshold_backward", TORCH_FN(threshold_backward));
+  library.impl("sigmoid_backward", TORCH_FN((unary_backward<at::_ops::sigmoid_backward, UnaryOp::kSigmoid>)));
+  library.impl("tanh_backward", TORCH_FN((unary_backward<at::_ops::tanh_backward, UnaryOp::kTanh>)));
+  library.impl("silu_backward", TORCH_FN((unary_backward<at::_ops::silu_backward, UnaryOp::kSilu>)));
+  library.impl("gelu_backward", TORCH_FN(gelu_backward));
+  library.impl("mm", TORCH_FN(mm));
+  library.impl("addmm", TORCH_FN(addmm));
+  library.impl("_softmax", TORCH_FN((softmax<at::_ops::_softmax, false>)));
+  library.impl("_log_softmax", TORCH_FN((softmax<at::_ops::_log_softmax, true>)));
+  library.impl("_softmax_backward_data",
+               TORCH_FN((softmax_backward<at::_ops::_softmax_backward_data, false>)));
+  library.impl("_log_softmax_backward_data",
+               TORCH_FN((softmax_backward<at::_ops::_log_softmax_backward_data, true>)));
+}
+
+}  // namespace torchplug
