@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import sys
 import traceback
 from collections.abc import Callable
@@ -103,7 +104,7 @@ def operators_match_the_cpu() -> object:
         same(da[da > 0], a[a > 0]),  # a data-dependent output size
         same(torch.cat([da, db]), torch.cat([a, b])),
         same(torch.zeros(3, device=DEVICE), torch.zeros(3)),
-        float(da.sum().item()) == float(a.sum().item()),
+        math.isclose(da.sum().item(), a.sum().item(), rel_tol=1e-5),
         da[2, 3].item() == a[2, 3].item(),
         da.tolist() == a.tolist(),
     ]
@@ -166,6 +167,8 @@ DEVICE_KERNEL_OPERATORS = {
     "aten::addmm", "aten::_softmax", "aten::_log_softmax", "aten::threshold_backward",
     "aten::sigmoid_backward", "aten::tanh_backward", "aten::gelu_backward",
     "aten::silu_backward", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
+    "aten::fill_.Scalar", "aten::sum", "aten::sum.dim_IntList", "aten::nll_loss_forward",
+    "aten::nll_loss_backward",
 }  # fmt: skip
 
 
@@ -214,6 +217,42 @@ def device_kernels_run_on_the_device() -> object:
         device_y.add_(device_y, alpha=2).mul_(3).relu_()
         if not torch.equal(device_y.cpu(), y.add(y, alpha=2).mul(3).relu()):
             problems.append(f"{dtype}: in-place arithmetic differs")
+    for dtype in (torch.float32, torch.float64):
+        logits = torch.randn(8, 5, dtype=dtype, requires_grad=True)
+        targets = torch.tensor([0, 4, 1, -100, 2, 3, 3, 1])
+        weight = torch.rand(5, dtype=dtype)
+        for reduction, class_weight in (("mean", weight), ("sum", None), ("mean", None)):
+            expected = torch.nn.functional.cross_entropy(
+                logits, targets, weight=class_weight, reduction=reduction
+            )
+            (expected_grad,) = torch.autograd.grad(expected, logits)
+            device_logits = logits.detach().to(DEVICE).requires_grad_()
+            device_weight = None if class_weight is None else class_weight.to(DEVICE)
+            result = torch.nn.functional.cross_entropy(
+                device_logits, targets.to(DEVICE), weight=device_weight, reduction=reduction
+            )
+            (grad,) = torch.autograd.grad(result, device_logits)
+            for name, device_value, cpu_value in (
+                ("loss", result, expected),
+                ("grad", grad, expected_grad),
+            ):
+                if not close(device_value, cpu_value.detach()):
+                    problems.append(f"cross_entropy {dtype} {reduction} {name} differs")
+        bias = torch.randn(3, 4, 5, dtype=dtype)
+        for dims in ((0,), (1, 2), (-1,), None):
+            if not close(bias.to(DEVICE).sum(dims), bias.sum(dims)):
+                problems.append(f"sum over {dims} in {dtype} differs")
+    # A target out of range fails the kernel; the error names it, and the device goes on.
+    try:
+        torch.nn.functional.nll_loss(
+            torch.randn(2, 3, device=DEVICE), torch.tensor([0, 7], device=DEVICE)
+        ).cpu()
+        problems.append("an out-of-range target was not reported")
+    except RuntimeError as error:
+        if "Target 7 is out of bounds" not in str(error):
+            problems.append(f"an out-of-range target gave: {error}")
+    if not same(torch.ones(3, device=DEVICE) * 2, torch.full((3,), 2.0)):
+        problems.append("the device did not go on after a failed kernel")
     covered = {row.operator for row in torch.dsc.fallback_report()} & DEVICE_KERNEL_OPERATORS
     if covered:
         problems.append(f"through the fallback: {sorted(covered)}")

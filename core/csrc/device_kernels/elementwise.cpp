@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "device_kernels/kernel_args.h"
 
@@ -95,6 +96,32 @@ V apply_backward(UnaryOp op, V grad, V saved) {
   return grad;
 }
 
+// Calls `body(std::integral_constant<UnaryOp, op>{})`: the element loop in
+// `body` sees the operation as a constant, so the compiler folds the switch in
+// apply_unary and apply_backward out of it and vectorises the loop.
+template <typename Body>
+int with_constant_op(UnaryOp op, Body&& body) {
+  switch (op) {
+    case UnaryOp::kNeg:
+      return body(std::integral_constant<UnaryOp, UnaryOp::kNeg>{});
+    case UnaryOp::kRelu:
+      return body(std::integral_constant<UnaryOp, UnaryOp::kRelu>{});
+    case UnaryOp::kSigmoid:
+      return body(std::integral_constant<UnaryOp, UnaryOp::kSigmoid>{});
+    case UnaryOp::kTanh:
+      return body(std::integral_constant<UnaryOp, UnaryOp::kTanh>{});
+    case UnaryOp::kExp:
+      return body(std::integral_constant<UnaryOp, UnaryOp::kExp>{});
+    case UnaryOp::kGelu:
+      return body(std::integral_constant<UnaryOp, UnaryOp::kGelu>{});
+    case UnaryOp::kGeluTanh:
+      return body(std::integral_constant<UnaryOp, UnaryOp::kGeluTanh>{});
+    case UnaryOp::kSilu:
+      return body(std::integral_constant<UnaryOp, UnaryOp::kSilu>{});
+  }
+  return 1;
+}
+
 // The rest of a unary kernel's arguments after its pointers (count, dtype,
 // op), checked: runs `body(Element<T>{}, count, op)`.
 template <typename Body>
@@ -117,7 +144,7 @@ int with_unary_op(KernelArgs& args, Body&& body) {
 using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_KERNEL torchplug_binary(const TPD_KernelArg* argv, size_t argc, char* message, size_t message_size) {
-  KernelArgs args(kBinary, argv, argc, message, message_size);
+  KernelArgs args(argv, argc, message, message_size);
   void* out = args.pointer();
   const void* a = args.pointer();
   const void* b = args.pointer();
@@ -159,7 +186,7 @@ TORCHPLUG_KERNEL torchplug_binary(const TPD_KernelArg* argv, size_t argc, char* 
 }
 
 TORCHPLUG_KERNEL torchplug_unary(const TPD_KernelArg* argv, size_t argc, char* message, size_t message_size) {
-  KernelArgs args(kUnary, argv, argc, message, message_size);
+  KernelArgs args(argv, argc, message, message_size);
   void* out = args.pointer();
   const void* in = args.pointer();
   return with_unary_op(args, [&](auto element, int64_t count, UnaryOp op) {
@@ -167,16 +194,18 @@ TORCHPLUG_KERNEL torchplug_unary(const TPD_KernelArg* argv, size_t argc, char* m
     using C = Compute<T>;
     auto* o = static_cast<T*>(out);
     const auto* x = static_cast<const T*>(in);
-    for (int64_t i = 0; i < count; ++i) {
-      o[i] = C::store(apply_unary(op, C::load(x[i])));
-    }
-    return 0;
+    return with_constant_op(op, [&](auto constant) {
+      for (int64_t i = 0; i < count; ++i) {
+        o[i] = C::store(apply_unary(constant.value, C::load(x[i])));
+      }
+      return 0;
+    });
   });
 }
 
 TORCHPLUG_KERNEL torchplug_unary_backward(const TPD_KernelArg* argv, size_t argc, char* message,
                                           size_t message_size) {
-  KernelArgs args(kUnaryBackward, argv, argc, message, message_size);
+  KernelArgs args(argv, argc, message, message_size);
   void* grad_in = args.pointer();
   const void* grad_out = args.pointer();
   const void* saved = args.pointer();
@@ -186,9 +215,11 @@ TORCHPLUG_KERNEL torchplug_unary_backward(const TPD_KernelArg* argv, size_t argc
     auto* o = static_cast<T*>(grad_in);
     const auto* g = static_cast<const T*>(grad_out);
     const auto* v = static_cast<const T*>(saved);
-    for (int64_t i = 0; i < count; ++i) {
-      o[i] = C::store(apply_backward(op, C::load(g[i]), C::load(v[i])));
-    }
-    return 0;
+    return with_constant_op(op, [&](auto constant) {
+      for (int64_t i = 0; i < count; ++i) {
+        o[i] = C::store(apply_backward(constant.value, C::load(g[i]), C::load(v[i])));
+      }
+      return 0;
+    });
   });
 }

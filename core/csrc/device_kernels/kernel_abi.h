@@ -41,4 +41,21 @@ inline constexpr const char kSoftmax[] = "torchplug_softmax";
 // torchplug_softmax_backward(grad_in*, grad_out*, out*, rows, columns, dtype, log).
 inline constexpr const char kSoftmaxBackward[] = "torchplug_softmax_backward";
 
+// torchplug_fill(out*, count, dtype, value): every element set to `value`.
+inline constexpr const char kFill[] = "torchplug_fill";
+
+// torchplug_sum(out*, in*, outer, reduce, inner, dtype): `in` read as
+// (outer, reduce, inner), summed over the middle: out[o][i] = sum_r in[o][r][i].
+inline constexpr const char kSum[] = "torchplug_sum";
+
+// torchplug_nll_loss(out*, total_weight*, input*, target*, weight*, rows,
+// classes, reduction, ignore_index, dtype): nll_loss_forward over `rows` rows
+// of `classes` log-probabilities, int64 targets, optional per-class weights;
+// `reduction` as torch's (0 none, 1 mean, 2 sum). A target outside
+// [0, classes) that is not `ignore_index` fails the kernel.
+inline constexpr const char kNllLoss[] = "torchplug_nll_loss";
+// torchplug_nll_loss_backward(grad_input*, grad_output*, target*, weight*,
+// total_weight*, rows, classes, reduction, ignore_index, dtype).
+inline constexpr const char kNllLossBackward[] = "torchplug_nll_loss_backward";
+
 }  // namespace torchplug::device_kernels

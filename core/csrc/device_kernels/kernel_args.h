@@ -55,8 +55,8 @@ struct Compute<BFloat16> {
 // A kernel's arguments, read in order; the first mismatch is kept as the failure.
 class KernelArgs {
  public:
-  KernelArgs(const char* kernel, const TPD_KernelArg* args, size_t count, char* message, size_t message_size)
-      : kernel_(kernel), args_(args), count_(count), message_(message), message_size_(message_size) {}
+  KernelArgs(const TPD_KernelArg* args, size_t count, char* message, size_t message_size)
+      : args_(args), count_(count), message_(message), message_size_(message_size) {}
 
   template <typename T = void>
   T* pointer() {
@@ -78,15 +78,13 @@ class KernelArgs {
     }
     return !failed_;
   }
-  // Writes the failure message (printf-style) and returns the failing status.
+  // Writes the failure message (printf-style; the driver names the kernel) and
+  // returns the failing status.
   template <typename... Values>
   int fail(const char* format, Values... values) {
     if (!failed_) {
       failed_ = true;
-      const int used = std::snprintf(message_, message_size_, "%s ", kernel_);
-      if (used > 0 && static_cast<size_t>(used) < message_size_) {
-        std::snprintf(message_ + used, message_size_ - used, format, values...);
-      }
+      std::snprintf(message_, message_size_, format, values...);
     }
     return 1;
   }
@@ -108,7 +106,6 @@ class KernelArgs {
     return &args_[index];
   }
 
-  const char* kernel_;
   const TPD_KernelArg* args_;
   size_t count_;
   char* message_;

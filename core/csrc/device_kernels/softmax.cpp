@@ -28,7 +28,7 @@ int with_rows(KernelArgs& args, Body&& body) {
 using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_KERNEL torchplug_softmax(const TPD_KernelArg* argv, size_t argc, char* message, size_t message_size) {
-  KernelArgs args(kSoftmax, argv, argc, message, message_size);
+  KernelArgs args(argv, argc, message, message_size);
   void* out = args.pointer();
   const void* in = args.pointer();
   return with_rows(args, [&](auto element, int64_t rows, int64_t columns, bool log) {
@@ -64,7 +64,7 @@ TORCHPLUG_KERNEL torchplug_softmax(const TPD_KernelArg* argv, size_t argc, char*
 
 TORCHPLUG_KERNEL torchplug_softmax_backward(const TPD_KernelArg* argv, size_t argc, char* message,
                                             size_t message_size) {
-  KernelArgs args(kSoftmaxBackward, argv, argc, message, message_size);
+  KernelArgs args(argv, argc, message, message_size);
   void* grad_in = args.pointer();
   const void* grad_out = args.pointer();
   const void* out = args.pointer();

@@ -5,7 +5,10 @@
 // common case of its operator (dense operands of one float type on one
 // device); any other call takes the copying CPU fallback, as an operator
 // without a device kernel does.
+#include <algorithm>
 #include <initializer_list>
+#include <tuple>
+#include <vector>
 #include <optional>
 
 #include <ATen/core/Tensor.h>
@@ -21,6 +24,10 @@
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/fill_ops.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/sum_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/relu_ops.h>
@@ -419,6 +426,136 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
   return call_through_fallback<Op>(fallback_keys(grad_output, output), grad_output, output, dim, input_dtype);
 }
 
+// ------------------------------------------------------------ fills and sums
+
+at::Tensor& fill(at::Tensor& self, const c10::Scalar& value) {
+  if (dense_on(self, self.device()) && !value.isComplex()) {
+    if (self.numel() > 0) {
+      launch(dk::kFill, self.device(), {pointer(self), integer(self.numel()), dtype_of(self), number(value.toDouble())});
+    }
+    return self;
+  }
+  return call_through_fallback<at::_ops::fill__Scalar>(fallback_keys(self), self, value);
+}
+
+// The sum of `self` over `dims` (all when empty) when they are adjacent
+// dimensions: `self` read as (outer, reduce, inner).
+std::optional<at::Tensor> sum_over(const at::Tensor& self, std::vector<int64_t> dims, bool keepdim,
+                                   std::optional<c10::ScalarType> dtype) {
+  if (!dense_on(self, self.device()) || (dtype.has_value() && *dtype != self.scalar_type())) {
+    return std::nullopt;
+  }
+  const int64_t rank = self.dim();
+  if (dims.empty()) {
+    for (int64_t d = 0; d < rank; ++d) {
+      dims.push_back(d);
+    }
+  }
+  for (int64_t& d : dims) {
+    d = c10::maybe_wrap_dim(d, std::max<int64_t>(rank, 1));
+  }
+  std::sort(dims.begin(), dims.end());
+  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end() ||
+      (!dims.empty() && dims.back() - dims.front() + 1 != static_cast<int64_t>(dims.size()))) {
+    return std::nullopt;  // repeated, or not adjacent: the fallback reports or serves it
+  }
+  int64_t outer = 1, reduce = 1, inner = 1;
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < rank; ++d) {
+    const bool reduced = !dims.empty() && d >= dims.front() && d <= dims.back();
+    (reduced ? reduce : (dims.empty() || d < dims.front() ? outer : inner)) *= self.size(d);
+    if (!reduced) {
+      sizes.push_back(self.size(d));
+    } else if (keepdim) {
+      sizes.push_back(1);
+    }
+  }
+  at::Tensor out = at::empty(sizes, self.options());
+  if (out.numel() > 0) {
+    launch(dk::kSum, self.device(),
+           {pointer(out), pointer(self), integer(outer), integer(reduce), integer(inner), dtype_of(self)});
+  }
+  return out;
+}
+
+at::Tensor sum_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<c10::ScalarType> dtype) {
+  std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>();
+  if (auto out = sum_over(self, dims, keepdim, dtype)) {
+    return *out;
+  }
+  return call_through_fallback<at::_ops::sum_dim_IntList>(fallback_keys(self), self, dim, keepdim, dtype);
+}
+
+at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  if (auto out = sum_over(self, {}, false, dtype)) {
+    return *out;
+  }
+  return call_through_fallback<at::_ops::sum>(fallback_keys(self), self, dtype);
+}
+
+// ------------------------------------------------------------ nll_loss
+
+// What the loss kernels take: `self` (N x C or C) dense, int64 targets of its
+// rows on its device, a dense per-class weight or none.
+bool nll_loss_operands(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                       int64_t reduction) {
+  if (!dense_on(self, self.device()) || (self.dim() != 1 && self.dim() != 2) || reduction < 0 || reduction > 2) {
+    return false;
+  }
+  const int64_t rows = self.dim() == 2 ? self.size(0) : 1;
+  if (!target.defined() || target.device() != self.device() || target.scalar_type() != c10::kLong ||
+      !target.is_contiguous() || target.numel() != rows || target.dim() != self.dim() - 1) {
+    return false;
+  }
+  return !weight.has_value() || !weight->defined() ||
+         (dense_like(*weight, *weight) && weight->device() == self.device() &&
+          weight->scalar_type() == self.scalar_type() && weight->dim() == 1 && weight->numel() == self.size(-1));
+}
+
+at::Tensor defined_or_none(const std::optional<at::Tensor>& tensor) {
+  return tensor.has_value() ? *tensor : at::Tensor();
+}
+
+std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                    c10::SymInt ignore_index) {
+  const std::optional<int64_t> ignore = ignore_index.maybe_as_int();
+  if (ignore.has_value() && nll_loss_operands(self, target, weight, reduction)) {
+    const int64_t rows = self.dim() == 2 ? self.size(0) : 1;
+    at::Tensor output = reduction == 0 && self.dim() == 2 ? at::empty({rows}, self.options()) : at::empty({}, self.options());
+    at::Tensor total_weight = at::empty({}, self.options());
+    launch(dk::kNllLoss, self.device(),
+           {pointer(output), pointer(total_weight), pointer(self), pointer(target), pointer(defined_or_none(weight)),
+            integer(rows), integer(self.size(-1)), integer(reduction), integer(*ignore), dtype_of(self)});
+    return {output, total_weight};
+  }
+  return call_through_fallback<at::_ops::nll_loss_forward>(fallback_keys(self, target), self, target, weight,
+                                                           reduction, ignore_index);
+}
+
+at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                             const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                             const at::Tensor& total_weight) {
+  const std::optional<int64_t> ignore = ignore_index.maybe_as_int();
+  const bool grad_fits = ignore.has_value() && dense_on(grad_output, self.device()) && grad_output.scalar_type() == self.scalar_type() &&
+                         grad_output.numel() == (reduction == 0 && self.dim() == 2 ? self.size(0) : 1);
+  if (grad_fits && nll_loss_operands(self, target, weight, reduction) && dense_like(total_weight, total_weight) &&
+      total_weight.device() == self.device() && total_weight.scalar_type() == self.scalar_type() &&
+      total_weight.numel() == 1) {
+    at::Tensor grad_input = at::empty(self.sizes(), self.options());
+    const int64_t rows = self.dim() == 2 ? self.size(0) : 1;
+    launch(dk::kNllLossBackward, self.device(),
+           {pointer(grad_input), pointer(grad_output), pointer(target), pointer(defined_or_none(weight)),
+            pointer(total_weight), integer(rows), integer(self.size(-1)), integer(reduction),
+            integer(*ignore), dtype_of(self)});
+    return grad_input;
+  }
+  return call_through_fallback<at::_ops::nll_loss_backward>(fallback_keys(grad_output, self, target), grad_output,
+                                                            self, target, weight, reduction, ignore_index,
+                                                            total_weight);
+}
+
 }  // namespace
 
 bool has_module_kernels(c10::DeviceType type) {
@@ -455,6 +592,11 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("_log_softmax", TORCH_FN((softmax<at::_ops::_log_softmax, true>)));
   library.impl("_softmax_backward_data",
                TORCH_FN((softmax_backward<at::_ops::_softmax_backward_data, false>)));
+  library.impl("fill_.Scalar", TORCH_FN(fill));
+  library.impl("sum", TORCH_FN(sum_all));
+  library.impl("sum.dim_IntList", TORCH_FN(sum_dims));
+  library.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
+  library.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
   library.impl("_log_softmax_backward_data",
                TORCH_FN((softmax_backward<at::_ops::_log_softmax_backward_data, true>)));
 }
