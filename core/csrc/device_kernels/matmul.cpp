@@ -1,22 +1,11 @@
 // Matrix products: out = beta * bias + alpha * (a @ b), over strided operands.
-//
-// b is first packed into a dense (k x n) buffer of the compute type (so any
-// layout and bfloat16 read alike); the product is then computed in tiles of
-// kRows x kColumns kept in registers while p walks k, the inner loop over a
-// tile's columns vectorising. The tile loop is compiled for AVX2 with FMA
-// and for the baseline, picked at load time (target_clones), since the image
-// is built for the oldest CPU the wheel supports.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
 #include "device_kernels/kernel_args.h"
 
 namespace torchplug::device_kernels {
 namespace {
-
-constexpr int64_t kRows = 4;
-constexpr int64_t kColumns = 16;
 
 struct Strided {
   const void* data;
@@ -24,80 +13,45 @@ struct Strided {
   int64_t column;
 };
 
-// One tile: rows [i0, i0 + rows) and columns [j0, j0 + columns) of a @ packed,
-// into `tile` (kRows x kColumns, row-major).
+// Row i of the product, accumulated in `acc` (n values of V). The loop order
+// follows b's layout so the inner loop walks memory contiguously: along b's
+// rows when its columns are dense, else as dot products along its columns.
 template <typename T, typename V>
-__attribute__((always_inline)) inline void product_tile(V (&tile)[kRows][kColumns], const Strided& a,
-                                                        const V* packed, int64_t n, int64_t k, int64_t i0,
-                                                        int64_t rows, int64_t j0, int64_t columns) {
+void product_row(V* acc, const Strided& a, const Strided& b, int64_t i, int64_t n, int64_t k) {
   using C = Compute<T>;
-  const T* a_data = static_cast<const T*>(a.data);
-  for (auto& row : tile) {
-    for (V& value : row) {
-      value = V(0);
-    }
+  const T* a_row = static_cast<const T*>(a.data) + i * a.row;
+  const T* b_data = static_cast<const T*>(b.data);
+  for (int64_t j = 0; j < n; ++j) {
+    acc[j] = V(0);
   }
-  if (rows == kRows && columns == kColumns) {
+  if (b.column == 1) {
     for (int64_t p = 0; p < k; ++p) {
-      const V* b_row = packed + p * n + j0;
-      for (int64_t r = 0; r < kRows; ++r) {
-        const V left = C::load(a_data[(i0 + r) * a.row + p * a.column]);
-        for (int64_t c = 0; c < kColumns; ++c) {
-          tile[r][c] += left * b_row[c];
-        }
+      const V left = C::load(a_row[p * a.column]);
+      const T* b_row = b_data + p * b.row;
+      for (int64_t j = 0; j < n; ++j) {
+        acc[j] += left * C::load(b_row[j]);
       }
     }
     return;
   }
-  for (int64_t p = 0; p < k; ++p) {
-    const V* b_row = packed + p * n + j0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const V left = C::load(a_data[(i0 + r) * a.row + p * a.column]);
-      for (int64_t c = 0; c < columns; ++c) {
-        tile[r][c] += left * b_row[c];
+  for (int64_t j = 0; j < n; ++j) {
+    const T* b_column = b_data + j * b.column;
+    V sum0 = V(0), sum1 = V(0), sum2 = V(0), sum3 = V(0);
+    int64_t p = 0;
+    if (a.column == 1 && b.row == 1) {
+      for (; p + 4 <= k; p += 4) {
+        sum0 += C::load(a_row[p]) * C::load(b_column[p]);
+        sum1 += C::load(a_row[p + 1]) * C::load(b_column[p + 1]);
+        sum2 += C::load(a_row[p + 2]) * C::load(b_column[p + 2]);
+        sum3 += C::load(a_row[p + 3]) * C::load(b_column[p + 3]);
       }
     }
-  }
-}
-
-// The whole product into `out`, with the bias and scales applied.
-template <typename T, typename V>
-__attribute__((always_inline)) inline void product(T* out, const Strided& a, const V* packed, const Strided& bias,
-                                                   int64_t m, int64_t n, int64_t k, V keep, V scale) {
-  using C = Compute<T>;
-  const T* c = static_cast<const T*>(bias.data);
-  V tile[kRows][kColumns];
-  for (int64_t i0 = 0; i0 < m; i0 += kRows) {
-    const int64_t rows = m - i0 < kRows ? m - i0 : kRows;
-    for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
-      const int64_t columns = n - j0 < kColumns ? n - j0 : kColumns;
-      product_tile<T, V>(tile, a, packed, n, k, i0, rows, j0, columns);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t col = 0; col < columns; ++col) {
-          const int64_t i = i0 + r;
-          const int64_t j = j0 + col;
-          V value = scale * tile[r][col];
-          if (c != nullptr && keep != V(0)) {
-            value += keep * C::load(c[i * bias.row + j * bias.column]);
-          }
-          out[i * n + j] = C::store(value);
-        }
-      }
+    for (; p < k; ++p) {
+      sum0 += C::load(a_row[p * a.column]) * C::load(b_column[p * b.row]);
     }
+    acc[j] = (sum0 + sum1) + (sum2 + sum3);
   }
 }
-
-#define TORCHPLUG_PRODUCT_FOR(T, V)                                                                       \
-  __attribute__((target_clones("arch=haswell", "default"))) void product_of(                           \
-      T* out, const Strided& a, const V* packed, const Strided& bias, int64_t m, int64_t n, int64_t k, \
-      V keep, V scale) {                                                                                \
-    product<T, V>(out, a, packed, bias, m, n, k, keep, scale);                                          \
-  }
-
-TORCHPLUG_PRODUCT_FOR(float, float)
-TORCHPLUG_PRODUCT_FOR(double, double)
-TORCHPLUG_PRODUCT_FOR(BFloat16, float)
-#undef TORCHPLUG_PRODUCT_FOR
 
 }  // namespace
 }  // namespace torchplug::device_kernels
@@ -133,19 +87,34 @@ TORCHPLUG_KERNEL torchplug_gemm(const TPD_KernelArg* argv, size_t argc, char* me
     using T = typename decltype(element)::type;
     using C = Compute<T>;
     using V = typename C::type;
-    const size_t packed_bytes = sizeof(V) * static_cast<size_t>(k) * static_cast<size_t>(n);
-    V* packed = static_cast<V*>(std::malloc(packed_bytes > 0 ? packed_bytes : 1));
-    if (packed == nullptr) {
-      return args.fail("could not allocate %zu bytes of scratch memory", packed_bytes);
-    }
-    const T* b_data = static_cast<const T*>(b.data);
-    for (int64_t p = 0; p < k; ++p) {
-      for (int64_t j = 0; j < n; ++j) {
-        packed[p * n + j] = C::load(b_data[p * b.row + j * b.column]);
+    // The row's sums in a buffer of the stack for small rows, else of the heap.
+    constexpr int64_t kStackColumns = 1024;
+    V stack_row[kStackColumns];
+    V* acc = stack_row;
+    if (n > kStackColumns) {
+      acc = static_cast<V*>(__builtin_malloc(sizeof(V) * static_cast<size_t>(n)));
+      if (acc == nullptr) {
+        return args.fail("could not allocate %lld bytes of scratch memory", static_cast<long long>(sizeof(V) * n));
       }
     }
-    product_of(static_cast<T*>(out), a, packed, bias, m, n, k, static_cast<V>(beta), static_cast<V>(alpha));
-    std::free(packed);
+    auto* o = static_cast<T*>(out);
+    const auto* c = static_cast<const T*>(bias.data);
+    const V scale = static_cast<V>(alpha);
+    const V keep = static_cast<V>(beta);
+    for (int64_t i = 0; i < m; ++i) {
+      product_row<T, V>(acc, a, b, i, n, k);
+      T* o_row = o + i * n;
+      for (int64_t j = 0; j < n; ++j) {
+        V value = scale * acc[j];
+        if (c != nullptr && keep != V(0)) {
+          value += keep * C::load(c[i * bias.row + j * bias.column]);
+        }
+        o_row[j] = C::store(value);
+      }
+    }
+    if (acc != stack_row) {
+      __builtin_free(acc);
+    }
     return 0;
   });
 }
