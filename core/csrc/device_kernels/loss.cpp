@@ -33,6 +33,18 @@ bool target_of(KernelArgs& args, const int64_t* target, int64_t row, const NllSh
   return true;
 }
 
+// The rest of an nll_loss kernel's arguments after its pointers (rows,
+// classes, reduction, ignore_index, dtype): runs `body(Element<T>{}, shape)`.
+template <typename Body>
+int with_nll_shape(KernelArgs& args, Body&& body) {
+  const NllShape shape{args.integer(), args.integer(), args.integer(), args.integer()};
+  const int64_t dtype = args.integer();
+  if (!args.ok()) {
+    return 1;
+  }
+  return with_dtype(args, dtype, [&](auto element) { return body(element, shape); });
+}
+
 }  // namespace
 }  // namespace torchplug::device_kernels
 
@@ -45,12 +57,7 @@ TORCHPLUG_KERNEL torchplug_nll_loss(const TPD_KernelArg* argv, size_t argc, char
   const void* input = args.pointer();
   const auto* target = args.pointer<const int64_t>();
   const void* weight = args.pointer();
-  const NllShape shape{args.integer(), args.integer(), args.integer(), args.integer()};
-  const int64_t dtype = args.integer();
-  if (!args.ok()) {
-    return 1;
-  }
-  return with_dtype(args, dtype, [&](auto element) {
+  return with_nll_shape(args, [&](auto element, const NllShape& shape) {
     using T = typename decltype(element)::type;
     using C = Compute<T>;
     using V = typename C::type;
@@ -91,12 +98,7 @@ TORCHPLUG_KERNEL torchplug_nll_loss_backward(const TPD_KernelArg* argv, size_t a
   const auto* target = args.pointer<const int64_t>();
   const void* weight = args.pointer();
   const void* total_weight = args.pointer();
-  const NllShape shape{args.integer(), args.integer(), args.integer(), args.integer()};
-  const int64_t dtype = args.integer();
-  if (!args.ok()) {
-    return 1;
-  }
-  return with_dtype(args, dtype, [&](auto element) {
+  return with_nll_shape(args, [&](auto element, const NllShape& shape) {
     using T = typename decltype(element)::type;
     using C = Compute<T>;
     using V = typename C::type;
