@@ -139,6 +139,10 @@ def build(out: Path, pythons: list[str], only: list[str] | None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="torchplug-release-") as scratch:
         raw = Path(scratch)
+        # Each wheel builds in a new directory under `scratch`: with paths
+        # below it made relative, ccache (when on PATH) gives a later build
+        # the objects an earlier one compiled from the same preprocessed source.
+        env.setdefault("CCACHE_BASEDIR", scratch)
         for dist in DISTRIBUTIONS:
             if only and dist.name not in only:
                 continue
