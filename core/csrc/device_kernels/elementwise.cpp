@@ -3,24 +3,27 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "device_kernels/kernel_args.h"
 
 namespace torchplug::device_kernels {
 namespace {
 
-template <typename T, typename Op>
-void map2(T* out, const T* a, const T* b, double scalar, int64_t count, Op op) {
-  using C = Compute<T>;
-  using V = typename C::type;
+template <typename E, typename Op>
+void map2(void* out, const void* a, const void* b, double scalar, int64_t count, Op op) {
+  using V = typename E::value;
+  auto* o = E::at(out);
+  const auto* x = E::at(a);
   if (b == nullptr) {
     const V other = static_cast<V>(scalar);
     for (int64_t i = 0; i < count; ++i) {
-      out[i] = C::store(op(C::load(a[i]), other));
+      o[i] = E::store(op(E::load(x[i]), other));
     }
   } else {
+    const auto* y = E::at(b);
     for (int64_t i = 0; i < count; ++i) {
-      out[i] = C::store(op(C::load(a[i]), C::load(b[i])));
+      o[i] = E::store(op(E::load(x[i]), E::load(y[i])));
     }
   }
 }
@@ -98,44 +101,28 @@ V apply_backward(UnaryOp op, V grad, V saved) {
 
 // Calls `body(std::integral_constant<UnaryOp, op>{})`: the element loop in
 // `body` sees the operation as a constant, so the compiler folds the switch in
-// apply_unary and apply_backward out of it and vectorises the loop.
-template <typename Body>
-int with_constant_op(UnaryOp op, Body&& body) {
-  switch (op) {
-    case UnaryOp::kNeg:
-      return body(std::integral_constant<UnaryOp, UnaryOp::kNeg>{});
-    case UnaryOp::kRelu:
-      return body(std::integral_constant<UnaryOp, UnaryOp::kRelu>{});
-    case UnaryOp::kSigmoid:
-      return body(std::integral_constant<UnaryOp, UnaryOp::kSigmoid>{});
-    case UnaryOp::kTanh:
-      return body(std::integral_constant<UnaryOp, UnaryOp::kTanh>{});
-    case UnaryOp::kExp:
-      return body(std::integral_constant<UnaryOp, UnaryOp::kExp>{});
-    case UnaryOp::kGelu:
-      return body(std::integral_constant<UnaryOp, UnaryOp::kGelu>{});
-    case UnaryOp::kGeluTanh:
-      return body(std::integral_constant<UnaryOp, UnaryOp::kGeluTanh>{});
-    case UnaryOp::kSilu:
-      return body(std::integral_constant<UnaryOp, UnaryOp::kSilu>{});
-  }
-  return 1;
+// apply_unary and apply_backward out of it and vectorises the loop. One
+// instance per operation, from the sequence 0 .. kUnaryOpCount - 1.
+template <typename Body, int64_t... Ops>
+int with_constant_op(UnaryOp op, Body&& body, std::integer_sequence<int64_t, Ops...>) {
+  int status = 1;
+  (void)((static_cast<int64_t>(op) == Ops &&
+          ((status = body(std::integral_constant<UnaryOp, static_cast<UnaryOp>(Ops)>{})), true)) ||
+         ...);
+  return status;
 }
 
-// The rest of a unary kernel's arguments after its pointers (count, dtype,
-// op), checked: runs `body(Element<T>{}, count, op)`.
+// Runs `body(Element<T>{}, std::integral_constant<UnaryOp, op>{})` for a
+// unary kernel's dtype and op, checked.
 template <typename Body>
-int with_unary_op(KernelArgs& args, Body&& body) {
-  const int64_t count = args.integer();
-  const int64_t dtype = args.integer();
-  const int64_t op = args.integer();
-  if (!args.ok()) {
-    return 1;
-  }
-  if (op < 0 || op > static_cast<int64_t>(UnaryOp::kSilu)) {
+int with_unary(KernelArgs& args, int64_t dtype, int64_t op, Body&& body) {
+  if (args.ok() && (op < 0 || op >= kUnaryOpCount)) {
     return args.fail("has no operation %lld", static_cast<long long>(op));
   }
-  return with_dtype(args, dtype, [&](auto element) { return body(element, count, static_cast<UnaryOp>(op)); });
+  return with_dtype(args, dtype, [&](auto element) {
+    return with_constant_op(static_cast<UnaryOp>(op), [&](auto constant) { return body(element, constant); },
+                            std::make_integer_sequence<int64_t, kUnaryOpCount>{});
+  });
 }
 
 }  // namespace
@@ -143,83 +130,60 @@ int with_unary_op(KernelArgs& args, Body&& body) {
 
 using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
-TORCHPLUG_KERNEL torchplug_binary(const TPD_KernelArg* argv, size_t argc, char* message, size_t message_size) {
-  KernelArgs args(argv, argc, message, message_size);
-  void* out = args.pointer();
-  const void* a = args.pointer();
-  const void* b = args.pointer();
-  const int64_t count = args.integer();
-  const int64_t dtype = args.integer();
-  const int64_t op = args.integer();
-  const double alpha = args.number();
-  const double scalar = args.number();
-  if (!args.ok()) {
-    return 1;
-  }
+TORCHPLUG_DEVICE_KERNEL(torchplug_binary) {
+  const auto [out, a, b, count, dtype, op, alpha, scalar] =
+      args.read<void*, const void*, const void*, int64_t, int64_t, int64_t, double, double>();
   return with_dtype(args, dtype, [&](auto element) {
-    using T = typename decltype(element)::type;
-    using V = typename Compute<T>::type;
-    auto* o = static_cast<T*>(out);
-    const auto* x = static_cast<const T*>(a);
-    const auto* y = static_cast<const T*>(b);
+    using E = decltype(element);
+    using V = typename E::value;
     const V scale = static_cast<V>(alpha);
     switch (static_cast<BinaryOp>(op)) {
       case BinaryOp::kAdd:
         if (scale == V(1)) {
-          map2(o, x, y, scalar, count, [](V p, V q) { return p + q; });
+          map2<E>(out, a, b, scalar, count, [](V p, V q) { return p + q; });
         } else {
-          map2(o, x, y, scalar, count, [scale](V p, V q) { return p + scale * q; });
+          map2<E>(out, a, b, scalar, count, [scale](V p, V q) { return p + scale * q; });
         }
         return 0;
       case BinaryOp::kSub:
-        map2(o, x, y, scalar, count, [scale](V p, V q) { return p - scale * q; });
+        map2<E>(out, a, b, scalar, count, [scale](V p, V q) { return p - scale * q; });
         return 0;
       case BinaryOp::kMul:
-        map2(o, x, y, scalar, count, [](V p, V q) { return p * q; });
+        map2<E>(out, a, b, scalar, count, [](V p, V q) { return p * q; });
         return 0;
       case BinaryOp::kDiv:
-        map2(o, x, y, scalar, count, [](V p, V q) { return p / q; });
+        map2<E>(out, a, b, scalar, count, [](V p, V q) { return p / q; });
         return 0;
     }
     return args.fail("has no operation %lld", static_cast<long long>(op));
   });
 }
 
-TORCHPLUG_KERNEL torchplug_unary(const TPD_KernelArg* argv, size_t argc, char* message, size_t message_size) {
-  KernelArgs args(argv, argc, message, message_size);
-  void* out = args.pointer();
-  const void* in = args.pointer();
-  return with_unary_op(args, [&](auto element, int64_t count, UnaryOp op) {
-    using T = typename decltype(element)::type;
-    using C = Compute<T>;
-    auto* o = static_cast<T*>(out);
-    const auto* x = static_cast<const T*>(in);
-    return with_constant_op(op, [&](auto constant) {
-      for (int64_t i = 0; i < count; ++i) {
-        o[i] = C::store(apply_unary(constant.value, C::load(x[i])));
-      }
-      return 0;
-    });
+TORCHPLUG_DEVICE_KERNEL(torchplug_unary) {
+  const auto [out, in, count, dtype, op] = args.read<void*, const void*, int64_t, int64_t, int64_t>();
+  return with_unary(args, dtype, op, [&](auto element, auto constant) {
+    using E = decltype(element);
+    auto* o = E::at(out);
+    const auto* x = E::at(in);
+    for (int64_t i = 0; i < count; ++i) {
+      o[i] = E::store(apply_unary(constant.value, E::load(x[i])));
+    }
+    return 0;
   });
 }
 
-TORCHPLUG_KERNEL torchplug_unary_backward(const TPD_KernelArg* argv, size_t argc, char* message,
-                                          size_t message_size) {
-  KernelArgs args(argv, argc, message, message_size);
-  void* grad_in = args.pointer();
-  const void* grad_out = args.pointer();
-  const void* saved = args.pointer();
-  return with_unary_op(args, [&](auto element, int64_t count, UnaryOp op) {
-    using T = typename decltype(element)::type;
-    using C = Compute<T>;
-    auto* o = static_cast<T*>(grad_in);
-    const auto* g = static_cast<const T*>(grad_out);
-    const auto* v = static_cast<const T*>(saved);
-    return with_constant_op(op, [&](auto constant) {
-      for (int64_t i = 0; i < count; ++i) {
-        o[i] = C::store(apply_backward(constant.value, C::load(g[i]), C::load(v[i])));
-      }
-      return 0;
-    });
+// grad_in = grad_out * op'(saved), see kernel_abi.h.
+TORCHPLUG_DEVICE_KERNEL(torchplug_unary_backward) {
+  const auto [grad_in, grad_out, saved, count, dtype, op] =
+      args.read<void*, const void*, const void*, int64_t, int64_t, int64_t>();
+  return with_unary(args, dtype, op, [&](auto element, auto constant) {
+    using E = decltype(element);
+    auto* d = E::at(grad_in);
+    const auto* g = E::at(grad_out);
+    const auto* v = E::at(saved);
+    for (int64_t i = 0; i < count; ++i) {
+      d[i] = E::store(apply_backward(constant.value, E::load(g[i]), E::load(v[i])));
+    }
+    return 0;
   });
 }

@@ -21,6 +21,8 @@ enum class BinaryOp : int64_t { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3 };
 // torchplug_unary(out*, in*, count, dtype, op); `out` may be `in`.
 inline constexpr const char kUnary[] = "torchplug_unary";
 enum class UnaryOp : int64_t { kNeg = 0, kRelu = 1, kSigmoid = 2, kTanh = 3, kExp = 4, kGelu = 5, kGeluTanh = 6, kSilu = 7 };
+// The operations are numbered from 0 without a gap.
+inline constexpr int64_t kUnaryOpCount = static_cast<int64_t>(UnaryOp::kSilu) + 1;
 
 // torchplug_unary_backward(grad_in*, grad_out*, saved*, count, dtype, op):
 // the gradient of UnaryOp `op` (kRelu, kSigmoid, kTanh, kGelu, kGeluTanh,

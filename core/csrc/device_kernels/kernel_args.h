@@ -8,11 +8,29 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
+#include <type_traits>
 
 #include "device_kernels/kernel_abi.h"
 #include "torchplug/driver.h"
 
-#define TORCHPLUG_KERNEL extern "C" __attribute__((visibility("default"))) int
+namespace torchplug::device_kernels {
+
+class KernelArgs;
+
+}  // namespace torchplug::device_kernels
+
+// Defines the exported kernel `name` (TPD_HostElfKernel) with the body that
+// follows, which reads its arguments from `args` and returns 0, or the
+// status of args.fail(...).
+#define TORCHPLUG_DEVICE_KERNEL(name)                                                                   \
+  static int name##_body(torchplug::device_kernels::KernelArgs& args);                                  \
+  extern "C" __attribute__((visibility("default"))) int name(const TPD_KernelArg* argv, size_t argc,   \
+                                                             char* message, size_t message_size) {      \
+    torchplug::device_kernels::KernelArgs args(argv, argc, message, message_size);                      \
+    return name##_body(args);                                                                           \
+  }                                                                                                     \
+  static int name##_body(torchplug::device_kernels::KernelArgs& args)
 
 namespace torchplug::device_kernels {
 
@@ -71,6 +89,15 @@ class KernelArgs {
     const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_FLOAT64, "a float64");
     return arg != nullptr ? arg->value.float64 : 0.0;
   }
+  // The next arguments, by the types asked for (void* and const void* a
+  // pointer, const int64_t* a pointer to int64 elements, int64_t an int64,
+  // double a float64), for a structured binding; ok() tells whether they were
+  // there. A missing or mismatched one reads as null or zero.
+  template <typename... Values>
+  std::tuple<Values...> read() {
+    // A braced list is evaluated left to right: the arguments are read in order.
+    return std::tuple<Values...>{read_one<Values>()...};
+  }
   // Whether the arguments were as the kernel reads them, all of them read.
   bool ok() {
     if (!failed_ && read_ != count_) {
@@ -90,6 +117,18 @@ class KernelArgs {
   }
 
  private:
+  template <typename Value>
+  Value read_one() {
+    if constexpr (std::is_same_v<Value, int64_t>) {
+      return integer();
+    } else if constexpr (std::is_same_v<Value, double>) {
+      return number();
+    } else {
+      static_assert(std::is_pointer_v<Value>, "a kernel argument is a pointer, an int64_t or a double");
+      return pointer<std::remove_pointer_t<Value>>();
+    }
+  }
+
   const TPD_KernelArg* next(TPD_KernelArgKind kind, const char* what) {
     const size_t index = read_++;
     if (failed_) {
@@ -114,15 +153,26 @@ class KernelArgs {
   bool failed_ = false;
 };
 
+// An element type as a kernel's body sees it: `type` as stored, `value` as
+// computed, and the conversions between them and from untyped pointers.
 template <typename T>
 struct Element {
   using type = T;
+  using value = typename Compute<T>::type;
+  static value load(T stored) { return Compute<T>::load(stored); }
+  static T store(value computed) { return Compute<T>::store(computed); }
+  static T* at(void* data) { return static_cast<T*>(data); }
+  static const T* at(const void* data) { return static_cast<const T*>(data); }
 };
 
-// Calls `body(Element<T>{})` for the element type T that `dtype` names; the
-// failing status for one the kernel does not take.
+// A kernel's typed part: once its arguments are read and were as it reads
+// them, calls `body(Element<T>{})` for the element type T that `dtype` names.
+// The failing status for arguments it did not understand or a type it does not take.
 template <typename Body>
 int with_dtype(KernelArgs& args, int64_t dtype, Body&& body) {
+  if (!args.ok()) {
+    return 1;
+  }
   switch (static_cast<DType>(dtype)) {
     case DType::kFloat32:
       return body(Element<float>{});

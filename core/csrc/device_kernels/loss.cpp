@@ -33,37 +33,19 @@ bool target_of(KernelArgs& args, const int64_t* target, int64_t row, const NllSh
   return true;
 }
 
-// The rest of an nll_loss kernel's arguments after its pointers (rows,
-// classes, reduction, ignore_index, dtype): runs `body(Element<T>{}, shape)`.
-template <typename Body>
-int with_nll_shape(KernelArgs& args, Body&& body) {
-  const NllShape shape{args.integer(), args.integer(), args.integer(), args.integer()};
-  const int64_t dtype = args.integer();
-  if (!args.ok()) {
-    return 1;
-  }
-  return with_dtype(args, dtype, [&](auto element) { return body(element, shape); });
-}
-
 }  // namespace
 }  // namespace torchplug::device_kernels
 
 using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
-TORCHPLUG_KERNEL torchplug_nll_loss(const TPD_KernelArg* argv, size_t argc, char* message, size_t message_size) {
-  KernelArgs args(argv, argc, message, message_size);
-  void* out = args.pointer();
-  void* total_weight = args.pointer();
-  const void* input = args.pointer();
-  const auto* target = args.pointer<const int64_t>();
-  const void* weight = args.pointer();
-  return with_nll_shape(args, [&](auto element, const NllShape& shape) {
-    using T = typename decltype(element)::type;
-    using C = Compute<T>;
-    using V = typename C::type;
-    const auto* x = static_cast<const T*>(input);
-    const auto* w = static_cast<const T*>(weight);
-    auto* o = static_cast<T*>(out);
+TORCHPLUG_DEVICE_KERNEL(torchplug_nll_loss) {
+  const auto [out, total_weight, input, target, weight, rows, classes, reduction, ignore_index, dtype] =
+      args.read<void*, void*, const void*, const int64_t*, const void*, int64_t, int64_t, int64_t, int64_t, int64_t>();
+  const NllShape shape{rows, classes, reduction, ignore_index};
+  return with_dtype(args, dtype, [&](auto element) {
+    using E = decltype(element);
+    const auto* x = E::at(input);
+    const auto* w = E::at(weight);
     double loss = 0.0;
     double weights = 0.0;
     for (int64_t row = 0; row < shape.rows; ++row) {
@@ -73,41 +55,37 @@ TORCHPLUG_KERNEL torchplug_nll_loss(const TPD_KernelArg* argv, size_t argc, char
       }
       double value = 0.0;
       if (target_class >= 0) {
-        const double class_weight = w != nullptr ? static_cast<double>(C::load(w[target_class])) : 1.0;
-        value = -class_weight * static_cast<double>(C::load(x[row * shape.classes + target_class]));
+        const double class_weight = w != nullptr ? static_cast<double>(E::load(w[target_class])) : 1.0;
+        value = -class_weight * static_cast<double>(E::load(x[row * shape.classes + target_class]));
         weights += class_weight;
       }
       if (shape.reduction == kReductionNone) {
-        o[row] = C::store(static_cast<V>(value));
+        E::at(out)[row] = E::store(static_cast<typename E::value>(value));
       }
       loss += value;
     }
     if (shape.reduction != kReductionNone) {
-      o[0] = C::store(static_cast<V>(shape.reduction == kReductionMean ? loss / weights : loss));
+      const double reduced = shape.reduction == kReductionMean ? loss / weights : loss;
+      E::at(out)[0] = E::store(static_cast<typename E::value>(reduced));
     }
-    *static_cast<T*>(total_weight) = C::store(static_cast<V>(weights));
+    *E::at(total_weight) = E::store(static_cast<typename E::value>(weights));
     return 0;
   });
 }
 
-TORCHPLUG_KERNEL torchplug_nll_loss_backward(const TPD_KernelArg* argv, size_t argc, char* message,
-                                             size_t message_size) {
-  KernelArgs args(argv, argc, message, message_size);
-  void* grad_input = args.pointer();
-  const void* grad_output = args.pointer();
-  const auto* target = args.pointer<const int64_t>();
-  const void* weight = args.pointer();
-  const void* total_weight = args.pointer();
-  return with_nll_shape(args, [&](auto element, const NllShape& shape) {
-    using T = typename decltype(element)::type;
-    using C = Compute<T>;
-    using V = typename C::type;
-    const auto* g = static_cast<const T*>(grad_output);
-    const auto* w = static_cast<const T*>(weight);
-    auto* d = static_cast<T*>(grad_input);
-    const V scale = shape.reduction == kReductionMean ? V(1) / C::load(*static_cast<const T*>(total_weight)) : V(1);
+TORCHPLUG_DEVICE_KERNEL(torchplug_nll_loss_backward) {
+  const auto [grad_input, grad_output, target, weight, total_weight, rows, classes, reduction, ignore_index, dtype] =
+      args.read<void*, const void*, const int64_t*, const void*, const void*, int64_t, int64_t, int64_t, int64_t,
+                int64_t>();
+  const NllShape shape{rows, classes, reduction, ignore_index};
+  return with_dtype(args, dtype, [&](auto element) {
+    using E = decltype(element);
+    using V = typename E::value;
+    const auto* w = E::at(weight);
+    auto* d = E::at(grad_input);
+    const V scale = shape.reduction == kReductionMean ? V(1) / E::load(*E::at(total_weight)) : V(1);
     for (int64_t i = 0; i < shape.rows * shape.classes; ++i) {
-      d[i] = C::store(V(0));
+      d[i] = E::store(V(0));
     }
     for (int64_t row = 0; row < shape.rows; ++row) {
       int64_t target_class = -1;
@@ -117,9 +95,9 @@ TORCHPLUG_KERNEL torchplug_nll_loss_backward(const TPD_KernelArg* argv, size_t a
       if (target_class < 0) {
         continue;
       }
-      const V class_weight = w != nullptr ? C::load(w[target_class]) : V(1);
-      const V upstream = C::load(g[shape.reduction == kReductionNone ? row : 0]);
-      d[row * shape.classes + target_class] = C::store(-class_weight * upstream * scale);
+      const V class_weight = w != nullptr ? E::load(w[target_class]) : V(1);
+      const V upstream = E::load(E::at(grad_output)[shape.reduction == kReductionNone ? row : 0]);
+      d[row * shape.classes + target_class] = E::store(-class_weight * upstream * scale);
     }
     return 0;
   });
