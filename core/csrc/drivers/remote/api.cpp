@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "drivers/common/errors.h"
+#include "drivers/common/tables.h"
 #include "drivers/remote/connection.h"
 #include "drivers/remote/protocol.h"
 #include "torchplug/driver.h"
@@ -30,6 +31,7 @@
 namespace torchplug::remote {
 
 using drivers::checked_args;
+using drivers::error_get_code;
 using drivers::guarded;
 
 namespace {
@@ -88,6 +90,15 @@ RemoteClient& find_client(const TPD_Client* handle) {
                 "The client is not one this driver created, or was destroyed; create one with client_create.");
   }
   return *found->second;
+}
+
+// Changes, under its lock, what is recorded of the client `handle`: what its
+// device process handed it, for the checks of later launches.
+template <typename Change>
+void change_record(const TPD_Client* handle, Change&& change) {
+  RemoteClient& client = find_client(handle);
+  std::lock_guard<std::mutex> lock(client.mutex);
+  change(client);
 }
 
 Request request_of(Op op, const TPD_Client* client) {
@@ -269,9 +280,7 @@ void memory_allocate(TPD_Memory_Allocate_Args& args) {
   const uint64_t pointer = Connection::get().call(request).values[0];
   args.pointer = handle_of<void>(pointer);
   if (pointer != 0) {
-    RemoteClient& client = find_client(args.client);
-    std::lock_guard<std::mutex> lock(client.mutex);
-    client.allocations[pointer] = args.size;
+    change_record(args.client, [&](RemoteClient& client) { client.allocations[pointer] = args.size; });
   }
 }
 
@@ -279,9 +288,7 @@ void memory_free(TPD_Memory_Free_Args& args) {
   Request request = request_of(Op::kMemoryFree, args.client);
   request.device_pointer = value_of(args.pointer);
   Connection::get().call(request);
-  RemoteClient& client = find_client(args.client);
-  std::lock_guard<std::mutex> lock(client.mutex);
-  client.allocations.erase(request.device_pointer);
+  change_record(args.client, [&](RemoteClient& client) { client.allocations.erase(request.device_pointer); });
 }
 
 void memory_get_info(TPD_Memory_GetInfo_Args& args) {
@@ -411,9 +418,7 @@ void stream_create(TPD_Stream_Create_Args& args) {
   request.offset = static_cast<uint64_t>(static_cast<int64_t>(args.priority));
   const uint64_t stream = Connection::get().call(request).values[0];
   args.stream = handle_of<TPD_Stream>(stream);
-  RemoteClient& client = find_client(args.client);
-  std::lock_guard<std::mutex> lock(client.mutex);
-  client.streams.insert(stream);
+  change_record(args.client, [&](RemoteClient& client) { client.streams.insert(stream); });
 }
 
 Request stream_request(Op op, const TPD_Client* client, const TPD_Stream* stream) {
@@ -434,12 +439,10 @@ void check_not_inside(const TPD_Stream* stream, const char* what) {
 void stream_destroy(TPD_Stream_Destroy_Args& args) {
   check_not_inside(args.stream, "stream_destroy");
   Connection::get().call(stream_request(Op::kStreamDestroy, args.client, args.stream));
-  RemoteClient& client = find_client(args.client);
-  std::lock_guard<std::mutex> lock(client.mutex);
-  client.streams.erase(value_of(args.stream));
+  change_record(args.client, [&](RemoteClient& client) { client.streams.erase(value_of(args.stream)); });
 }
 
-void stream_query(TPD_Stream_Query_Args& args, Op op) {
+void query_stream(TPD_Stream_Query_Args& args, Op op) {
   if (op != Op::kStreamQuery) {
     check_not_inside(args.stream, op == Op::kStreamSynchronize ? "stream_synchronize" : "stream_wait_idle");
   }
@@ -471,7 +474,7 @@ void event_create(TPD_Event_Create_Args& args) {
   args.event = handle_of<TPD_Event>(Connection::get().call(request).values[0]);
 }
 
-void event_query(TPD_Event_Query_Args& args, Op op) {
+void query_event(TPD_Event_Query_Args& args, Op op) {
   Request request = request_of(op, args.client);
   request.event = value_of(args.event);
   args.completed = static_cast<int>(Connection::get().call(request).values[0]);
@@ -506,11 +509,11 @@ void module_unload(TPD_Module_Unload_Args& args) {
   Request request = request_of(Op::kModuleUnload, args.client);
   request.function = value_of(args.module);
   Connection::get().call(request);
-  RemoteClient& client = find_client(args.client);
-  std::lock_guard<std::mutex> lock(client.mutex);
-  for (auto it = client.functions.begin(); it != client.functions.end();) {
-    it = it->second == request.function ? client.functions.erase(it) : std::next(it);
-  }
+  change_record(args.client, [&](RemoteClient& client) {
+    for (auto it = client.functions.begin(); it != client.functions.end();) {
+      it = it->second == request.function ? client.functions.erase(it) : std::next(it);
+    }
+  });
 }
 
 void module_get_function(TPD_Module_GetFunction_Args& args) {
@@ -521,9 +524,7 @@ void module_get_function(TPD_Module_GetFunction_Args& args) {
   request.function = value_of(args.module);
   const uint64_t function = Connection::get().call(request, args.name, std::strlen(args.name)).values[0];
   args.function = handle_of<TPD_Function>(function);
-  RemoteClient& client = find_client(args.client);
-  std::lock_guard<std::mutex> lock(client.mutex);
-  client.functions[function] = request.function;
+  change_record(args.client, [&](RemoteClient& client) { client.functions[function] = request.function; });
 }
 
 void kernel_launch(TPD_Kernel_Launch_Args& args) {
@@ -565,6 +566,14 @@ void event_timestamp(TPD_Profiler_EventTimestamp_Args& args) {
   args.nanoseconds = static_cast<int64_t>(Connection::get().call(request).values[0]);
 }
 
+// The members that share a request with others, told apart by its op.
+void stream_query(TPD_Stream_Query_Args& args) { query_stream(args, Op::kStreamQuery); }
+void stream_synchronize(TPD_Stream_Query_Args& args) { query_stream(args, Op::kStreamSynchronize); }
+void stream_wait_idle(TPD_Stream_Query_Args& args) { query_stream(args, Op::kStreamWaitIdle); }
+void event_destroy(TPD_Event_Query_Args& args) { query_event(args, Op::kEventDestroy); }
+void event_query(TPD_Event_Query_Args& args) { query_event(args, Op::kEventQuery); }
+void event_synchronize(TPD_Event_Query_Args& args) { query_event(args, Op::kEventSynchronize); }
+
 }  // namespace
 }  // namespace torchplug::remote
 
@@ -581,72 +590,24 @@ TPD_Error* current_exception_error(const char* function) noexcept {
 }  // namespace torchplug::drivers
 
 namespace torchplug::remote {
-namespace {
 
-// Each member: checks its arguments' struct, then runs the body in `guarded`.
-#define TPD_REMOTE_MEMBER(member, Args, ...)                                                         \
-  [](Args* args) noexcept {                                                                          \
-    return guarded(#member, [&] { member(checked_args(args, Args##_STRUCT_SIZE, #Args), ##__VA_ARGS__); }); \
-  }
-
-const TPD_ProfilerExtension profiler_extension = [] {
-  TPD_ProfilerExtension table{};
-  table.base.struct_size = TPD_ProfilerExtension_STRUCT_SIZE;
-  table.base.type = TPD_EXTENSION_PROFILER;
-  table.base.next = nullptr;
-  table.event_timestamp = TPD_REMOTE_MEMBER(event_timestamp, TPD_Profiler_EventTimestamp_Args);
-  return table;
-}();
-
+TPD_DRIVER_DEFINE_EXTENSION(profiler, TPD_ProfilerExtension, TPD_EXTENSION_PROFILER, nullptr, TPD_PROFILER_FUNCTIONS)
 // The device process runs the host's machine code, so it loads the host's images.
-const TPD_KernelModulesExtension kernel_modules_extension = [] {
-  TPD_KernelModulesExtension table{};
-  table.base.struct_size = TPD_KernelModulesExtension_STRUCT_SIZE;
-  table.base.type = TPD_EXTENSION_KERNEL_MODULES;
-  table.base.next = &profiler_extension.base;
-  table.image_format = TPD_KERNEL_FORMAT_HOST_ELF;
-  table.module_load = TPD_REMOTE_MEMBER(module_load, TPD_Module_Load_Args);
-  table.module_unload = TPD_REMOTE_MEMBER(module_unload, TPD_Module_Unload_Args);
-  table.module_get_function = TPD_REMOTE_MEMBER(module_get_function, TPD_Module_GetFunction_Args);
-  table.kernel_launch = TPD_REMOTE_MEMBER(kernel_launch, TPD_Kernel_Launch_Args);
-  return table;
-}();
+TPD_DRIVER_DEFINE_EXTENSION(modules, TPD_KernelModulesExtension, TPD_EXTENSION_KERNEL_MODULES, &profiler::extension,
+                            TPD_KERNEL_MODULE_FUNCTIONS, table.image_format = TPD_KERNEL_FORMAT_HOST_ELF;)
+
+namespace {
 
 const TPD_Api api = [] {
   TPD_Api table{};
   table.struct_size = TPD_Api_STRUCT_SIZE;
-  table.extension_start = &kernel_modules_extension.base;
+  table.extension_start = &modules::extension.base;
   table.api_version = {TPD_API_MAJOR, TPD_API_MINOR};
   table.driver_name = "torchplug remote";
   table.driver_version = TORCHPLUG_SIMULATOR_VERSION;
   table.error_destroy = drivers::error_destroy;
   table.error_message = drivers::error_message;
-  table.error_get_code = TPD_REMOTE_MEMBER(drivers::error_get_code, TPD_Error_GetCode_Args);
-  table.client_create = TPD_REMOTE_MEMBER(client_create, TPD_Client_Create_Args);
-  table.client_destroy = TPD_REMOTE_MEMBER(client_destroy, TPD_Client_Destroy_Args);
-  table.client_device_count = TPD_REMOTE_MEMBER(client_device_count, TPD_Client_DeviceCount_Args);
-  table.device_get_properties = TPD_REMOTE_MEMBER(device_get_properties, TPD_Device_GetProperties_Args);
-  table.memory_allocate = TPD_REMOTE_MEMBER(memory_allocate, TPD_Memory_Allocate_Args);
-  table.memory_free = TPD_REMOTE_MEMBER(memory_free, TPD_Memory_Free_Args);
-  table.memory_get_info = TPD_REMOTE_MEMBER(memory_get_info, TPD_Memory_GetInfo_Args);
-  table.host_memory_allocate = TPD_REMOTE_MEMBER(host_memory_allocate, TPD_HostMemory_Allocate_Args);
-  table.host_memory_free = TPD_REMOTE_MEMBER(host_memory_free, TPD_HostMemory_Free_Args);
-  table.memory_set_async = TPD_REMOTE_MEMBER(memory_set_async, TPD_Memory_SetAsync_Args);
-  table.memory_copy_async = TPD_REMOTE_MEMBER(memory_copy_async, TPD_Memory_CopyAsync_Args);
-  table.stream_create = TPD_REMOTE_MEMBER(stream_create, TPD_Stream_Create_Args);
-  table.stream_destroy = TPD_REMOTE_MEMBER(stream_destroy, TPD_Stream_Destroy_Args);
-  table.stream_query = TPD_REMOTE_MEMBER(stream_query, TPD_Stream_Query_Args, Op::kStreamQuery);
-  table.stream_synchronize = TPD_REMOTE_MEMBER(stream_query, TPD_Stream_Query_Args, Op::kStreamSynchronize);
-  table.stream_wait_idle = TPD_REMOTE_MEMBER(stream_query, TPD_Stream_Query_Args, Op::kStreamWaitIdle);
-  table.stream_wait_event = TPD_REMOTE_MEMBER(stream_wait_event, TPD_Stream_WaitEvent_Args);
-  table.stream_launch_host_function =
-      TPD_REMOTE_MEMBER(stream_launch_host_function, TPD_Stream_LaunchHostFunction_Args);
-  table.event_create = TPD_REMOTE_MEMBER(event_create, TPD_Event_Create_Args);
-  table.event_destroy = TPD_REMOTE_MEMBER(event_query, TPD_Event_Query_Args, Op::kEventDestroy);
-  table.event_record = TPD_REMOTE_MEMBER(event_record, TPD_Event_Record_Args);
-  table.event_query = TPD_REMOTE_MEMBER(event_query, TPD_Event_Query_Args, Op::kEventQuery);
-  table.event_synchronize = TPD_REMOTE_MEMBER(event_query, TPD_Event_Query_Args, Op::kEventSynchronize);
-  table.event_elapsed_time = TPD_REMOTE_MEMBER(event_elapsed_time, TPD_Event_ElapsedTime_Args);
+  TPD_API_FUNCTIONS(TPD_DRIVER_SET_MEMBER)
   return table;
 }();
 

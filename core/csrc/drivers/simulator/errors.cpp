@@ -22,7 +22,7 @@ std::string out_of_memory_message(const runtime::OutOfMemoryError& error) {
 
 }  // namespace
 
-// In the table through TPD_SIMULATOR_API_FUNCTIONS, with its arguments checked.
+// In the table through TPD_API_FUNCTIONS (drivers/common/tables.h), with its arguments checked.
 void error_get_code(TPD_Error_GetCode_Args& args) { drivers::error_get_code(args); }
 
 }  // namespace torchplug::simulator

@@ -54,6 +54,39 @@ typename Map::mapped_type find(const Map& map, const void* handle, const std::st
   return it->second;
 }
 
+// A client's handle tables, each operation under the client's `mutex`.
+template <typename Handle, typename Map>
+Handle* insert_locked(std::mutex& mutex, Map& map, typename Map::mapped_type object) {
+  auto* handle = new_handle<Handle>();
+  std::lock_guard<std::mutex> lock(mutex);
+  map.emplace(id_of(handle), std::move(object));
+  return handle;
+}
+
+template <typename Map>
+typename Map::mapped_type find_locked(std::mutex& mutex, const Map& map, const void* handle, const std::string& kind,
+                                      std::string maker = "") {
+  std::lock_guard<std::mutex> lock(mutex);
+  return find(map, handle, kind, std::move(maker));
+}
+
+// Forgets the object of `handle` (as find), returning it; `also` runs on it
+// under the lock, for what goes with it.
+template <typename Map, typename Also>
+typename Map::mapped_type erase_locked(std::mutex& mutex, Map& map, const void* handle, const std::string& kind,
+                                       std::string maker, Also&& also) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto object = find(map, handle, kind, std::move(maker));
+  map.erase(id_of(handle));
+  also(object);
+  return object;
+}
+
+template <typename Map>
+typename Map::mapped_type erase_locked(std::mutex& mutex, Map& map, const void* handle, const std::string& kind) {
+  return erase_locked(mutex, map, handle, kind, "", [](const auto&) {});
+}
+
 // Refuses `first` and `second` (as the message names them) of different devices;
 // `advice` ends the message.
 void check_same_device(const char* first, int first_device, const char* second, int second_device,
@@ -112,22 +145,15 @@ void Client::check_device(int device) const {
 }
 
 TPD_Stream* Client::add_stream(std::shared_ptr<runtime::Stream> stream) {
-  auto* handle = new_handle<TPD_Stream>();
-  std::lock_guard<std::mutex> lock(mutex_);
-  streams_.emplace(id_of(handle), std::move(stream));
-  return handle;
+  return insert_locked<TPD_Stream>(mutex_, streams_, std::move(stream));
 }
 
 std::shared_ptr<runtime::Stream> Client::stream(const TPD_Stream* handle) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return find(streams_, handle, "stream");
+  return find_locked(mutex_, streams_, handle, "stream");
 }
 
 std::shared_ptr<runtime::Stream> Client::remove_stream(const TPD_Stream* handle) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto stream = find(streams_, handle, "stream");
-  streams_.erase(id_of(handle));
-  return stream;
+  return erase_locked(mutex_, streams_, handle, "stream");
 }
 
 bool Client::owns_stream(const runtime::Stream* stream) const {
@@ -141,55 +167,40 @@ bool Client::owns_stream(const runtime::Stream* stream) const {
 }
 
 TPD_Event* Client::add_event(std::shared_ptr<EventHandle> event) {
-  auto* handle = new_handle<TPD_Event>();
-  std::lock_guard<std::mutex> lock(mutex_);
-  events_.emplace(id_of(handle), std::move(event));
-  return handle;
+  return insert_locked<TPD_Event>(mutex_, events_, std::move(event));
 }
 
 std::shared_ptr<EventHandle> Client::event(const TPD_Event* handle) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return find(events_, handle, "event");
+  return find_locked(mutex_, events_, handle, "event");
 }
 
 std::shared_ptr<EventHandle> Client::remove_event(const TPD_Event* handle) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto event = find(events_, handle, "event");
-  events_.erase(id_of(handle));
-  return event;
+  return erase_locked(mutex_, events_, handle, "event");
 }
 
 TPD_Module* Client::add_module(std::shared_ptr<LoadedModule> module) {
-  auto* handle = new_handle<TPD_Module>();
-  std::lock_guard<std::mutex> lock(mutex_);
-  modules_.emplace(id_of(handle), std::move(module));
-  return handle;
+  return insert_locked<TPD_Module>(mutex_, modules_, std::move(module));
 }
 
 std::shared_ptr<LoadedModule> Client::module(const TPD_Module* handle) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return find(modules_, handle, "module", "module_load");
+  return find_locked(mutex_, modules_, handle, "module", "module_load");
 }
 
 void Client::remove_module(const TPD_Module* handle) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto module = find(modules_, handle, "module", "module_load");
-  modules_.erase(id_of(handle));
-  for (auto it = functions_.begin(); it != functions_.end();) {
-    it = it->second->module == module ? functions_.erase(it) : std::next(it);
-  }
+  // Its functions go with it.
+  erase_locked(mutex_, modules_, handle, "module", "module_load", [&](const std::shared_ptr<LoadedModule>& module) {
+    for (auto it = functions_.begin(); it != functions_.end();) {
+      it = it->second->module == module ? functions_.erase(it) : std::next(it);
+    }
+  });
 }
 
 TPD_Function* Client::add_function(std::shared_ptr<ModuleFunction> function) {
-  auto* handle = new_handle<TPD_Function>();
-  std::lock_guard<std::mutex> lock(mutex_);
-  functions_.emplace(id_of(handle), std::move(function));
-  return handle;
+  return insert_locked<TPD_Function>(mutex_, functions_, std::move(function));
 }
 
 std::shared_ptr<ModuleFunction> Client::function(const TPD_Function* handle) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return find(functions_, handle, "function", "module_get_function");
+  return find_locked(mutex_, functions_, handle, "function", "module_get_function");
 }
 
 void Client::add_allocation(void* pointer, size_t size, Origin origin) {
