@@ -60,6 +60,9 @@ from torchplug_bench.zoo import (
     to_device,
 )
 
+# A child compiles four models for two devices: minutes on two cores.
+pytestmark = pytest.mark.slow
+
 MODEL_NAMES = ("gpt2", "bert", "llama", "resnet18")
 # The devices whose compiled training is checked (see the module's docstring).
 TRAIN_ON = {"foo"}
