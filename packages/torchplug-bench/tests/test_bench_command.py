@@ -67,6 +67,23 @@ def test_allreduce_benchmark_reports_bus_bandwidth() -> None:
     assert figure["unpinned"]["baseline_value"] > 0
 
 
+def test_discrete_benchmark_measures_a_device_the_host_cannot_address() -> None:
+    """Its own process declares a device on the remote driver beside the active backends."""
+    report = json.loads(
+        torchplug("bench", "--only", "discrete", "--rounds", "1", "--no-pin", "--json").stdout
+    )
+    figures = {figure["name"]: figure for figure in report["figures"]}
+    assert list(figures) == [
+        "discrete device: tiny op (a + b, 4 elements)",
+        "discrete device: MLP training step (as above)",
+        "discrete device: host to device, 64 MiB pinned",
+        "discrete device: device to host, 64 MiB pinned",
+    ]
+    for figure in figures.values():
+        assert figure["unpinned"]["error"] is None
+        assert figure["unpinned"]["ratio"] > 0
+
+
 def test_bench_rejects_unknown_benchmark() -> None:
     result = torchplug("bench", "--only", "warp", check=False)
     assert result.returncode != 0

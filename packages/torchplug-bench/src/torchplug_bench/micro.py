@@ -23,6 +23,7 @@ from torchplug_bench.figures import (
     paired_ratio,
     step_time_figure,
 )
+from torchplug_bench.targets import Row
 
 
 def _mlp_step(device: str) -> Candidate:
@@ -44,11 +45,11 @@ def _mlp_step(device: str) -> Candidate:
     return Candidate(device, step)
 
 
-def bench_mlp(device: str, rounds: int) -> Figure:
+def bench_mlp(device: str, rounds: int, row: Row = targets.MLP_STEP) -> Figure:
     times = median_rounds(
         {"cpu": _mlp_step("cpu"), device: _mlp_step(device)}, repeat=30, rounds=rounds
     )
-    return step_time_figure(targets.MLP_STEP, times, device)
+    return step_time_figure(row, times, device)
 
 
 def bench_mlp_sanitizer(device: str, rounds: int) -> Figure:
@@ -72,7 +73,7 @@ def bench_mlp_sanitizer(device: str, rounds: int) -> Figure:
     )
 
 
-def bench_tiny_op(device: str, rounds: int) -> Figure:
+def bench_tiny_op(device: str, rounds: int, row: Row = targets.TINY_OP) -> Figure:
     import torch
 
     a, b = torch.randn(4), torch.randn(4)
@@ -82,10 +83,16 @@ def bench_tiny_op(device: str, rounds: int) -> Figure:
         repeat=20000,
         rounds=rounds,
     )
-    return step_time_figure(targets.TINY_OP, times, device)
+    return step_time_figure(row, times, device)
 
 
-def bench_copies(device: str, rounds: int) -> list[Figure]:
+def bench_copies(
+    device: str,
+    rounds: int,
+    rows: tuple[Row, Row] = (targets.HOST_TO_DEVICE, targets.DEVICE_TO_HOST),
+) -> list[Figure]:
+    """64 MiB from pinned host memory to the device and back (``rows``: those two
+    figures' rows), against a host memcpy of the same bytes."""
     import torch
 
     size = 64 << 20
@@ -121,7 +128,7 @@ def bench_copies(device: str, rounds: int) -> list[Figure]:
         Figure(
             row, gib / times["memcpy"], gib / times[key], paired=paired_ratio(times, "memcpy", key)
         )
-        for key, row in (("h2d", targets.HOST_TO_DEVICE), ("d2h", targets.DEVICE_TO_HOST))
+        for key, row in zip(("h2d", "d2h"), rows, strict=True)
     ]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 # The ``--only`` names, in the order the rows are reported.
-BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import", "zoo", "compile")
+BENCHMARKS = ("mlp", "tiny", "copy", "allreduce", "import", "zoo", "compile", "discrete")
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,28 @@ IMPORT_ALL_DISABLED = Row(
     "import", "import torch, all plugins disabled", "autoload off", "ms", Target("<=", 1.03)
 )
 ZOO_STEP_TARGET = Target("<=", 1.10)
+# A device whose memory the host cannot address (the remote driver's): every
+# operator is a launch into the device process and every copy crosses into it.
+DISCRETE_TINY_OP = Row(
+    "discrete", "discrete device: tiny op (a + b, 4 elements)", "cpu", "us", Target("<=", 5.0)
+)
+DISCRETE_MLP_STEP = step_time(
+    "discrete", "discrete device: MLP training step (as above)", Target("<=", 1.5)
+)
+DISCRETE_HOST_TO_DEVICE = Row(
+    "discrete",
+    "discrete device: host to device, 64 MiB pinned",
+    "host memcpy",
+    "GiB/s",
+    Target(">=", 0.8),
+)
+DISCRETE_DEVICE_TO_HOST = Row(
+    "discrete",
+    "discrete device: device to host, 64 MiB pinned",
+    "host memcpy",
+    "GiB/s",
+    Target(">=", 0.8),
+)
 # The compiled MLP is the same Inductor kernels on both sides: no slower.
 COMPILED_STEP_TARGETS = {"mlp": Target("<=", 1.0), "transformer_lm": Target("<=", 1.10)}
 COMPILE_TIME_TARGET = Target("<=", 1.20)
@@ -121,6 +143,12 @@ def planned_rows(only: Iterable[str] = BENCHMARKS) -> list[Row]:
                 eager_against_compiled(workload),
                 compile_time(workload),
             )
+        ],
+        "discrete": [
+            DISCRETE_TINY_OP,
+            DISCRETE_MLP_STEP,
+            DISCRETE_HOST_TO_DEVICE,
+            DISCRETE_DEVICE_TO_HOST,
         ],
     }
     return [
