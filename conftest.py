@@ -9,11 +9,10 @@ import pytest
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Runs the modules that hold slow tests first, each kept whole and in order.
 
-    pytest-xdist (``--dist loadfile --no-loadscope-reorder``, pyproject.toml)
-    hands whole modules to its workers in collection order: a module of
-    several minutes handed out last (the release builds, in tests/) would run
-    alone at the end while the other worker idles. Started first, the short
-    modules fill in around it.
+    pytest-xdist (``--dist loadfile``) hands whole modules to its workers in
+    collection order: a module of several minutes collected last (the release
+    builds, in tests/) would run alone at the end while the other worker
+    idles. Started first, the short modules fill in around it.
     """
     slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_modules)
