@@ -14,12 +14,6 @@
 #include "device_kernels/kernel_abi.h"
 #include "torchplug/driver.h"
 
-namespace torchplug::device_kernels {
-
-class KernelArgs;
-
-}  // namespace torchplug::device_kernels
-
 // Defines the exported kernel `name` (TPD_HostElfKernel) with the body that
 // follows, which reads its arguments from `args` and returns 0, or the
 // status of args.fail(...).
@@ -76,19 +70,6 @@ class KernelArgs {
   KernelArgs(const TPD_KernelArg* args, size_t count, char* message, size_t message_size)
       : args_(args), count_(count), message_(message), message_size_(message_size) {}
 
-  template <typename T = void>
-  T* pointer() {
-    const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_POINTER, "a pointer");
-    return arg != nullptr ? static_cast<T*>(arg->value.pointer) : nullptr;
-  }
-  int64_t integer() {
-    const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_INT64, "an int64");
-    return arg != nullptr ? arg->value.int64 : 0;
-  }
-  double number() {
-    const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_FLOAT64, "a float64");
-    return arg != nullptr ? arg->value.float64 : 0.0;
-  }
   // The next arguments, by the types asked for (void* and const void* a
   // pointer, const int64_t* a pointer to int64 elements, int64_t an int64,
   // double a float64), for a structured binding; ok() tells whether they were
@@ -120,12 +101,15 @@ class KernelArgs {
   template <typename Value>
   Value read_one() {
     if constexpr (std::is_same_v<Value, int64_t>) {
-      return integer();
+      const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_INT64, "an int64");
+      return arg != nullptr ? arg->value.int64 : 0;
     } else if constexpr (std::is_same_v<Value, double>) {
-      return number();
+      const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_FLOAT64, "a float64");
+      return arg != nullptr ? arg->value.float64 : 0.0;
     } else {
       static_assert(std::is_pointer_v<Value>, "a kernel argument is a pointer, an int64_t or a double");
-      return pointer<std::remove_pointer_t<Value>>();
+      const TPD_KernelArg* arg = next(TPD_KERNEL_ARG_POINTER, "a pointer");
+      return arg != nullptr ? static_cast<Value>(arg->value.pointer) : nullptr;
     }
   }
 

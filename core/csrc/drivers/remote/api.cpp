@@ -32,7 +32,6 @@ namespace torchplug::remote {
 
 using drivers::checked_args;
 using drivers::error_get_code;
-using drivers::guarded;
 
 namespace {
 
