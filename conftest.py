@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).resolve().parent
+# The longest modules, longest first (each several minutes of one worker on a
+# two-core CI machine, from `.ci/run`'s slowest durations). test_release.py
+# also builds the release files that test_wheels.py waits for.
+LONGEST_MODULES = tuple(
+    ROOT / name
+    for name in (
+        "tests/test_release.py",
+        "tests/test_conformance.py",
+        "tests/test_compile_real_models.py",
+        "tests/test_conformance_discrete.py",
+        "tests/test_launch_blocking.py",
+    )
+)
+missing = [str(path) for path in LONGEST_MODULES if not path.exists()]
+assert not missing, f"conftest.py schedules modules that do not exist: {missing}"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Runs the modules that hold slow tests first, each kept whole and in order.
+    """Runs the longest modules first, then the other modules holding slow
+    tests, then the rest, each module kept whole and in order.
 
-    pytest-xdist (``--dist loadfile``) hands whole modules to its workers,
-    by default ordered by their number of tests (a stable sort: modules of
-    equal counts keep this order); with ``--no-loadscope-reorder`` it takes
-    this order as it is, so a module of several minutes (the release builds,
-    in tests/) no longer runs alone at the end while the other worker idles.
+    pytest-xdist (``--dist loadfile --no-loadscope-reorder``, pyproject.toml)
+    hands whole modules to its workers in this order; a module of several
+    minutes handed out last would run alone at the end while the other worker
+    idles. Started first, the short modules fill in around it.
     """
     slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_modules)
+
+    def rank(item: pytest.Item) -> tuple[int, bool]:
+        if item.path in LONGEST_MODULES:
+            return LONGEST_MODULES.index(item.path), False
+        return len(LONGEST_MODULES), item.path not in slow_modules
+
+    items.sort(key=rank)

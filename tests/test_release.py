@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -25,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from user_venv import ROOT, clean_venv, run, user_environment, uv, uv_install
+
 RELEASE = ROOT / "tools" / "release.py"
 
 
@@ -40,38 +40,8 @@ def load_release_tool():  # -> the tools/release.py module
 release = load_release_tool()
 
 
-def run(*command: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(
-        [str(part) for part in command],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=env,
-        check=False,
-    )
-    assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-def outside_env() -> dict[str, str]:
-    """The environment of a user's shell: no workspace virtualenv, no uv settings."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
-
-
-def clean_venv(path: Path, python: str = sys.executable) -> Path:
-    run(shutil.which("uv"), "venv", "--python", python, path, env=outside_env())
-    return path / "bin" / "python"
-
-
-def uv_install(python: Path, *args: str | Path, cwd: Path = ROOT) -> str:
-    return run(
-        shutil.which("uv"), "pip", "install", "--python", python, *args, cwd=cwd, env=outside_env()
-    )
-
-
 def doctor(bin_dir: Path, cwd: Path, **env: str) -> dict[str, dict]:
-    out = run(bin_dir / "torchplug", "doctor", "--json", cwd=cwd, env={**outside_env(), **env})
+    out = run(bin_dir / "torchplug", "doctor", "--json", cwd=cwd, env=user_environment(**env))
     return {b["device"]: b for b in json.loads(out)["backends"]}
 
 
@@ -80,7 +50,7 @@ def assert_npu_operator_runs(python: Path, cwd: Path) -> None:
     out = run(
         python, "-c",
         "import torch; print(torch.ops.npu.fast_gelu(torch.zeros(2, device='npu')).tolist())",
-        cwd=cwd, env={**outside_env(), "TORCHPLUG_PRIVATEUSE1": "npu"},
+        cwd=cwd, env=user_environment(TORCHPLUG_PRIVATEUSE1="npu"),
     )  # fmt: skip
     assert out.strip() == "[0.0, 0.0]"
 
@@ -89,7 +59,7 @@ def check_report(bin_dir: Path, device: str, selection: str, cwd: Path) -> dict:
     """The JSON report of `torchplug check` on the conformance tests ``selection`` picks."""
     torchplug = bin_dir / "torchplug"
     out = run(
-        torchplug, "check", device, "--json", "--", "-k", selection, cwd=cwd, env=outside_env()
+        torchplug, "check", device, "--json", "--", "-k", selection, cwd=cwd, env=user_environment()
     )
     return json.loads(out)
 
@@ -254,8 +224,8 @@ def test_round_trip_through_a_package_index(release_dist: Path, tmp_path: Path) 
         index = ("--index", f"{url}/simple")
         uv_install(python, *index, "torch_foo", cwd=tmp_path)
         listed = run(
-            shutil.which("uv"), "pip", "list", "--format", "json", "--python", python,
-            env=outside_env(),
+            uv(), "pip", "list", "--format", "json", "--python", python,
+            env=user_environment(),
         )  # fmt: skip
         installed = {package["name"] for package in json.loads(listed)}
         assert {"torch-foo", "torchplug", "torch"} <= installed
@@ -313,8 +283,7 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
         cwd=tmp_path,
     )  # fmt: skip
     project = tmp_path / "torch_bar"
-    uv = shutil.which("uv")
-    run(uv, "build", *links, "-o", tmp_path / "dist", cwd=project, env=outside_env())
+    run(uv(), "build", *links, "-o", tmp_path / "dist", cwd=project, env=user_environment())
     wheel = next((tmp_path / "dist").glob("torch_bar-0.1.0-cp311-abi3-*.whl"))
     uv_install(python, *links, wheel, cwd=tmp_path)
     out = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=project)
@@ -329,7 +298,7 @@ def test_scaffolded_plugin_builds_passes_and_installs_outside_the_workspace(
     assert driver["passed"] >= 25
     assert driver.get("failed", 0) == 0
     doctor = json.loads(
-        run(bin_dir / "torchplug", "doctor", "--json", cwd=tmp_path, env=outside_env())
+        run(bin_dir / "torchplug", "doctor", "--json", cwd=tmp_path, env=user_environment())
     )
     (bar,) = [b for b in doctor["backends"] if b["device"] == "bar"]
     assert bar["driver"]["library"].endswith("torch_bar/drivers/libbar_driver.so")

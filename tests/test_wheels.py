@@ -1,43 +1,26 @@
 """The end user's path: built wheels installed with pip-like tooling into a clean venv."""
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from user_venv import clean_venv, run, user_environment, uv_install
 
 pytestmark = pytest.mark.slow
 
 
-def run(*command: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, timeout=1200, env=env, check=False
-    )
-    assert result.returncode == 0, f"{command} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-def clean_venv(root: Path, *wheels: Path) -> tuple[Path, dict[str, str]]:
+def venv_with(root: Path, *wheels: Path) -> Path:
     """A new virtual environment under `root` with only `wheels` (and what they
-    require) installed; returns its bin directory and an environment free of
-    the workspace's virtualenv and uv settings."""
-    uv = shutil.which("uv")
-    venv = root / "venv"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))}
-    run(uv, "venv", "--python", sys.executable, str(venv), env=env)
-    python = venv / "bin" / "python"
-    run(uv, "pip", "install", "--python", str(python), *map(str, wheels), env=env)
-    return venv / "bin", env
+    require) installed; returns its bin directory."""
+    python = clean_venv(root / "venv")
+    uv_install(python, *wheels)
+    return python.parent
 
 
-def python_lines(bin_dir: Path, code: str, env: dict[str, str], cwd: Path) -> list[str]:
+def python_lines(bin_dir: Path, code: str, cwd: Path, **env: str) -> list[str]:
     """The lines ``code`` prints, run by the clean venv's interpreter."""
-    return run(str(bin_dir / "python"), "-c", code, cwd=cwd, env=env).splitlines()
+    return run(bin_dir / "python", "-c", code, cwd=cwd, env=user_environment(**env)).splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -92,12 +75,10 @@ def test_core_wheel_ships_the_plugin_build_kit(wheels: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def every_wheel(
-    wheels: Path, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, dict[str, str]]:
+def every_wheel(wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A clean venv with every published wheel installed, as a user installs them
-    side by side (its bin directory and environment)."""
-    return clean_venv(tmp_path_factory.mktemp("every-wheel"), *wheels.glob("*.whl"))
+    side by side (its bin directory)."""
+    return venv_with(tmp_path_factory.mktemp("every-wheel"), *wheels.glob("*.whl"))
 
 
 @pytest.mark.parametrize(
@@ -121,31 +102,28 @@ def every_wheel(
     ],
 )
 def test_clean_venv_install_runs_every_device(
-    every_wheel: tuple[Path, dict[str, str]],
-    tmp_path: Path,
-    env: dict[str, str],
-    code: str,
-    printed: list[str],
+    every_wheel: Path, tmp_path: Path, env: dict[str, str], code: str, printed: list[str]
 ) -> None:
-    bin_dir, venv_env = every_wheel
-    assert python_lines(bin_dir, code, {**venv_env, **env}, tmp_path) == printed
+    assert python_lines(every_wheel, code, tmp_path, **env) == printed
 
 
 def test_clean_venv_install_doctor_reports_active_backends(
-    every_wheel: tuple[Path, dict[str, str]], tmp_path: Path
+    every_wheel: Path, tmp_path: Path
 ) -> None:
-    bin_dir, env = every_wheel
-    doctor = run(str(bin_dir / "torchplug"), "doctor", "--json", cwd=tmp_path, env=env)
+    doctor = run(
+        every_wheel / "torchplug", "doctor", "--json", cwd=tmp_path, env=user_environment()
+    )
     assert '"status": "active"' in doctor
 
 
 def test_conformance_suite_runs_against_an_installed_backend(wheels: Path, tmp_path: Path) -> None:
     backend = [next(wheels.glob(f"{name}-*.whl")) for name in ("torchplug", "torch_foo")]
     suite = next(wheels.glob("torchplug_testing-*.whl"))
-    bin_dir, env = clean_venv(tmp_path, *backend, suite)
+    bin_dir = venv_with(tmp_path, *backend, suite)
+    env = user_environment()
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     out = run(
-        str(bin_dir / "python"),
+        bin_dir / "python",
         "-m",
         "pytest",
         "--device",
@@ -165,7 +143,7 @@ def test_conformance_suite_runs_against_an_installed_backend(wheels: Path, tmp_p
     assert report["expectations"] == "torch_foo/conformance.toml"
     assert report["groups"]["creation"]["passed"] > 0
     checked = run(
-        str(bin_dir / "torchplug"),
+        bin_dir / "torchplug",
         "check",
         "foo",
         "--json",
