@@ -66,6 +66,7 @@ def test_the_backend_activates(results: dict[str, dict]) -> None:
         "serialization_round_trip",
         "fallback_report_counts_the_copies",
         "user_mistakes_fail_clearly",
+        "compiled_code_runs_on_the_device",
     ],
 )
 def test_check_passes(results: dict[str, dict], check: str) -> None:
@@ -73,11 +74,26 @@ def test_check_passes(results: dict[str, dict], check: str) -> None:
 
 
 def test_host_access_and_unsupported_paths_fail_clearly(results: dict[str, dict]) -> None:
-    numpy, sparse, compiled = results["host_access_is_refused_clearly"]["detail"]
+    numpy, sparse = results["host_access_is_refused_clearly"]["detail"]
     assert "Use Tensor.cpu()" in numpy
     assert "sparse tensor, which is not supported yet on dsc:0" in sparse
-    assert "its memory is not host-addressable" in compiled
-    assert 'backend="aot_eager"' in compiled
+
+
+@pytest.mark.parametrize(
+    ("image_format", "reason"),
+    [(None, "loads no kernel modules"), ("vendor-isa-3", "loads images of format 'vendor-isa-3'")],
+)
+def test_compile_names_the_way_out_when_the_device_cannot_load_generated_code(
+    monkeypatch: pytest.MonkeyPatch, image_format: str | None, reason: str
+) -> None:
+    from torchplug import _C
+    from torchplug.inductor import device_code
+
+    monkeypatch.setattr(_C, "kernel_image_format", lambda device: image_format)
+    with pytest.raises(NotImplementedError) as raised:
+        device_code.check_runs_generated_code("dsc")
+    assert f"its driver {reason}" in str(raised.value)
+    assert 'backend="aot_eager"' in str(raised.value)
 
 
 def test_strict_memory_faults_a_host_read_of_device_memory() -> None:

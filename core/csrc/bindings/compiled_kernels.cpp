@@ -1,8 +1,11 @@
 #include "bindings/compiled_kernels.h"
 
 #include <Python.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/EmptyTensor.h>
@@ -12,6 +15,8 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include "backend/backend.h"
+#include "driver/kernel_module.h"
+#include "launch/device_function.h"
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
@@ -47,6 +52,22 @@ std::vector<int64_t> int_tuple(PyObject* tuple, const char* what) {
   return values;
 }
 
+// What every launch fast path takes first: (name, kernel, device_type,
+// device_index), `signature` naming them in the error of a short call.
+struct LaunchTarget {
+  const char* name;
+  c10::Device device;
+};
+
+LaunchTarget launch_target(PyObject* const* args, Py_ssize_t nargs, const char* signature) {
+  TORCH_CHECK(nargs >= 4, signature, " got ", nargs, " arguments");
+  const char* name = PyUnicode_AsUTF8(args[0]);
+  if (name == nullptr) {
+    throw python_error();
+  }
+  return {name, device_argument(args[2], args[3])};
+}
+
 // Strict memory mode grants a kernel the device storages among its arguments.
 std::vector<const void*> touched_storages(PyObject* const* args, Py_ssize_t count) {
   std::vector<const void*> memory;
@@ -65,19 +86,68 @@ std::vector<const void*> touched_storages(PyObject* const* args, Py_ssize_t coun
 // `kernel(*args)` as one launch of a device kernel, like an eager kernel.
 PyObject* launch_compiled(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
-  TORCH_CHECK(nargs >= 4, "launch_compiled(name, kernel, device_type, device_index, *args) got ", nargs,
-              " arguments");
-  const char* name = PyUnicode_AsUTF8(args[0]);
-  if (name == nullptr) {
-    return nullptr;
-  }
-  const c10::Device device = device_argument(args[2], args[3]);
+  const auto [name, device] =
+      launch_target(args, nargs, "launch_compiled(name, kernel, device_type, device_index, *args)");
   PyObject* const* kernel_args = args + 4;
   const Py_ssize_t kernel_nargs = nargs - 4;
   const std::vector<const void*> memory =
       driver::strict_memory() ? touched_storages(kernel_args, kernel_nargs) : std::vector<const void*>{};
   KernelLaunch launch(name, device, memory);
   return PyObject_Vectorcall(args[1], kernel_args, static_cast<size_t>(kernel_nargs), nullptr);
+  END_HANDLE_TH_ERRORS
+}
+
+// One argument of a generated kernel as the device takes it: a tensor of the
+// launch's device as its address there (offset included), None as a null
+// pointer, an int as int64, a float as float64.
+TPD_KernelArg kernel_arg(PyObject* value, c10::Device device, const char* name, Py_ssize_t position) {
+  TPD_KernelArg arg{};
+  if (value == Py_None) {
+    arg.kind = TPD_KERNEL_ARG_POINTER;
+    arg.value.pointer = nullptr;
+  } else if (THPVariable_Check(value)) {
+    const at::Tensor& tensor = THPVariable_Unpack(value);
+    TORCH_CHECK(tensor.defined() && tensor.device() == device, "compiled kernel ", name, ": argument ", position,
+                " is a tensor on ", tensor.defined() ? tensor.device().str() : std::string("no device"),
+                ", but the kernel runs on ", device.str(), "; its tensors must be on that device.");
+    arg.kind = TPD_KERNEL_ARG_POINTER;
+    arg.value.pointer = const_cast<void*>(tensor.const_data_ptr());
+  } else if (PyLong_Check(value)) {
+    arg.kind = TPD_KERNEL_ARG_INT64;
+    arg.value.int64 = PyLong_AsLongLong(value);
+    if (PyErr_Occurred() != nullptr) {
+      throw python_error();
+    }
+  } else if (PyFloat_Check(value)) {
+    arg.kind = TPD_KERNEL_ARG_FLOAT64;
+    arg.value.float64 = PyFloat_AS_DOUBLE(value);
+  } else {
+    TORCH_CHECK_TYPE(false, "compiled kernel ", name, ": argument ", position, " is a ", Py_TYPE(value)->tp_name,
+                     "; a device kernel takes tensors, None, ints and floats.");
+  }
+  return arg;
+}
+
+// launch_device_code(name, function, device_type, device_index, *args): queues
+// the loaded function (load_device_function's address) with `args` on the
+// device's current stream. Called once per kernel by generated wrappers, so
+// it takes its arguments through the vectorcall protocol.
+PyObject* launch_device_code(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  const auto [name, device] =
+      launch_target(args, nargs, "launch_device_code(name, function, device_type, device_index, *args)");
+  auto* function = static_cast<TPD_Function*>(PyLong_AsVoidPtr(args[1]));
+  if (PyErr_Occurred() != nullptr) {
+    return nullptr;
+  }
+  TORCH_CHECK(function != nullptr, "compiled kernel ", name, " was not loaded into the device.");
+  std::vector<TPD_KernelArg> kernel_args;
+  kernel_args.reserve(static_cast<size_t>(nargs - 4));
+  for (Py_ssize_t i = 4; i < nargs; ++i) {
+    kernel_args.push_back(kernel_arg(args[i], device, name, i - 4));
+  }
+  launch_device_function(device, function, kernel_args.data(), kernel_args.size());
+  Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
 }
 
@@ -107,6 +177,10 @@ PyMethodDef compiled_kernel_methods[] = {
     {"empty_strided_device", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_strided_device)),
      METH_FASTCALL,
      "empty_strided_device(size, stride, dtype, device_type, device_index): a buffer for generated code."},
+    {"launch_device_code", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch_device_code)),
+     METH_FASTCALL,
+     "launch_device_code(name, function, device_type, device_index, *args): queue a function loaded into the "
+     "device (load_device_function) on the device's current stream."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -116,6 +190,24 @@ void bind_compiled_kernels(pybind11::module_& module) {
   if (PyModule_AddFunctions(module.ptr(), compiled_kernel_methods) != 0) {
     throw pybind11::error_already_set();
   }
+  module.def(
+      "kernel_image_format",
+      [](const std::string& device) -> std::optional<std::string> {
+        const char* format = driver::kernel_image_format(*backend(device).runtime);
+        return format == nullptr ? std::nullopt : std::optional<std::string>(format);
+      },
+      "The format of the code images the driver of `device` loads into its devices; None when it loads none.");
+  module.def(
+      "load_device_function",
+      [](const std::string& device, const pybind11::bytes& image, const std::string& name) {
+        const std::string bytes = image;
+        driver::DeviceRuntime& runtime = *backend(device).runtime;
+        TPD_Function* function = translate_runtime_errors(
+            [&] { return driver::load_function(runtime, bytes.data(), bytes.size(), name.c_str()); });
+        return reinterpret_cast<uintptr_t>(function);
+      },
+      "Loads the code image `image` into the devices of `device` and returns the address of its function `name`, "
+      "for launch_device_code.");
 }
 
 }  // namespace torchplug

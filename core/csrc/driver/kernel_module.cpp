@@ -27,7 +27,37 @@ std::vector<char> shipped_image(const std::string& format) {
   return std::vector<char>(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
 }
 
+TPD_Module* load_module(const DeviceRuntime& runtime, const void* image, size_t size) {
+  auto args = client_args<TPD_Module_Load_Args>(TPD_Module_Load_Args_STRUCT_SIZE, runtime.client());
+  args.image = image;
+  args.image_size = size;
+  runtime.library().check(runtime.library().kernel_modules()->module_load(&args));
+  return args.module;
+}
+
+TPD_Function* get_function(const DeviceRuntime& runtime, TPD_Module* module, const char* name) {
+  auto args = client_args<TPD_Module_GetFunction_Args>(TPD_Module_GetFunction_Args_STRUCT_SIZE, runtime.client());
+  args.module = module;
+  args.name = name;
+  runtime.library().check(runtime.library().kernel_modules()->module_get_function(&args));
+  return args.function;
+}
+
 }  // namespace
+
+const char* kernel_image_format(const DeviceRuntime& runtime) {
+  const TPD_KernelModulesExtension* extension = runtime.library().kernel_modules();
+  return extension == nullptr ? nullptr : extension->image_format;
+}
+
+TPD_Function* load_function(DeviceRuntime& runtime, const void* image, size_t size, const char* name) {
+  if (kernel_image_format(runtime) == nullptr) {
+    throw DriverError(TPD_UNSUPPORTED, "The driver of '" + runtime.name() +
+                                           "' loads no kernel modules (no TPD_KernelModulesExtension with an image "
+                                           "format), so code cannot be loaded into its devices.");
+  }
+  return get_function(runtime, load_module(runtime, image, size), name);
+}
 
 KernelModule* KernelModule::of(DeviceRuntime& runtime) {
   std::lock_guard<std::mutex> lock(modules_mutex);
@@ -35,17 +65,11 @@ KernelModule* KernelModule::of(DeviceRuntime& runtime) {
   if (found != modules->end()) {
     return found->second.get();
   }
-  const DriverLibrary& library = runtime.library();
-  const TPD_KernelModulesExtension* extension = library.kernel_modules();
   std::unique_ptr<KernelModule> module;
-  if (extension != nullptr && extension->image_format != nullptr) {
-    const std::vector<char> image = shipped_image(extension->image_format);
+  if (const char* format = kernel_image_format(runtime)) {
+    const std::vector<char> image = shipped_image(format);
     if (!image.empty()) {
-      auto args = client_args<TPD_Module_Load_Args>(TPD_Module_Load_Args_STRUCT_SIZE, runtime.client());
-      args.image = image.data();
-      args.image_size = image.size();
-      library.check(extension->module_load(&args));
-      module.reset(new KernelModule(runtime, args.module));
+      module.reset(new KernelModule(runtime, load_module(runtime, image.data(), image.size())));
     }
   }
   return modules->emplace(&runtime, std::move(module)).first->second.get();
@@ -57,12 +81,9 @@ TPD_Function* KernelModule::function(const char* name) {
   if (found != functions_.end()) {
     return found->second;
   }
-  auto args = client_args<TPD_Module_GetFunction_Args>(TPD_Module_GetFunction_Args_STRUCT_SIZE, runtime_.client());
-  args.module = module_;
-  args.name = name;
-  runtime_.library().check(runtime_.library().kernel_modules()->module_get_function(&args));
-  functions_.emplace(name, args.function);
-  return args.function;
+  TPD_Function* function = get_function(runtime_, module_, name);
+  functions_.emplace(name, function);
+  return function;
 }
 
 }  // namespace torchplug::driver

@@ -1,8 +1,11 @@
 #pragma once
-// The core's device kernels on one runtime (device_kernels/kernel_abi.h): the
-// image of the driver's kernel-module format that ships with the core
-// (device_kernels/<format>.so in its folder), loaded into the devices on
-// first use, and its functions, each looked up once. No torch header here.
+// Code that runs inside a runtime's devices, loaded through the driver's
+// kernel-module extension: the core's device kernels
+// (device_kernels/kernel_abi.h), whose image of the driver's format ships with
+// the core (device_kernels/<format>.so in its folder), loaded on first use
+// with each function looked up once; and images made at run time (Inductor's
+// generated kernels). No torch header here.
+#include <cstddef>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -12,6 +15,15 @@
 namespace torchplug::driver {
 
 class DeviceRuntime;
+
+// The image format `runtime`'s driver loads (TPD_KernelModulesExtension's
+// image_format); null when it loads no kernel modules.
+const char* kernel_image_format(const DeviceRuntime& runtime);
+
+// Loads `image` into `runtime`'s devices and returns its function `name`. The
+// module stays loaded while the process runs, as the core's own does. Throws
+// DriverError when the driver loads no modules or refuses the image or name.
+TPD_Function* load_function(DeviceRuntime& runtime, const void* image, size_t size, const char* name);
 
 class KernelModule {
  public:

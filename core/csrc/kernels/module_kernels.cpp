@@ -40,7 +40,6 @@
 #include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/string_view.h>
 
@@ -48,9 +47,8 @@
 #include "device_kernels/kernel_abi.h"
 #include "driver/device_runtime.h"
 #include "driver/kernel_module.h"
-#include "driver/stream.h"
 #include "kernels/cpu_fallback.h"
-#include "launch/kernel_launch.h"
+#include "launch/device_function.h"
 #include "registration/device_kernels.h"
 
 namespace torchplug {
@@ -115,15 +113,9 @@ TPD_KernelArg dtype_of(const at::Tensor& tensor) { return code(*kernel_dtype(ten
 // Queues device kernel `kernel` on `device`'s current stream; when launches
 // block (TORCHPLUG_LAUNCH_BLOCKING=1), waits for it, so a failure names its operator.
 void launch(const char* kernel, c10::Device device, std::initializer_list<TPD_KernelArg> args) {
-  const c10::DeviceGuard guard(device);
-  translate_runtime_errors([&] {
-    driver::KernelModule* module = driver::KernelModule::of(device_runtime(device.type()));
-    const driver::Stream& stream = runtime_stream(current_stream(device));
-    stream.launch_kernel(module->function(kernel), args.begin(), args.size());
-    if (launch_blocking()) {
-      stream.synchronize();
-    }
-  });
+  TPD_Function* function = translate_runtime_errors(
+      [&] { return driver::KernelModule::of(device_runtime(device.type()))->function(kernel); });
+  launch_device_function(device, function, args.begin(), args.size());
 }
 
 // The dense keys of the backend of the first device tensor among `tensors`
@@ -320,15 +312,32 @@ bool gemm_operand(const at::Tensor& tensor, const at::Tensor& model) {
          !tensor.is_neg() && tensor.stride(0) >= 0 && tensor.stride(1) >= 0;
 }
 
-// out = beta * bias + alpha * (a @ b), when the kernels cover the call.
+bool shares_storage(const at::Tensor& tensor, const at::Tensor& other) {
+  return other.defined() && tensor.storage().is_alias_of(other.storage());
+}
+
+// An out= destination the kernel writes as it is: dense, of the result's shape
+// and type, overlapping no operand (the kernel reads them while it writes).
+bool gemm_destination(const at::Tensor& into, const at::Tensor& a, const at::Tensor& b, const at::Tensor* bias,
+                      int64_t m, int64_t n) {
+  return dense_on(into, a.device()) && into.scalar_type() == a.scalar_type() && into.dim() == 2 &&
+         into.size(0) == m && into.size(1) == n && !shares_storage(into, a) && !shares_storage(into, b) &&
+         (bias == nullptr || !shares_storage(into, *bias));
+}
+
+// out = beta * bias + alpha * (a @ b), into `into` (a new tensor when it is
+// undefined), when the kernels cover the call.
 std::optional<at::Tensor> gemm(const at::Tensor* bias, const at::Tensor& a, const at::Tensor& b, double beta,
-                               double alpha) {
+                               double alpha, const at::Tensor& into = at::Tensor()) {
   if (!kernel_dtype(a.scalar_type()).has_value() || !gemm_operand(a, a) || !gemm_operand(b, a) ||
       a.size(1) != b.size(0)) {
     return std::nullopt;
   }
   const int64_t m = a.size(0);
   const int64_t n = b.size(1);
+  if (into.defined() && !gemm_destination(into, a, b, bias, m, n)) {
+    return std::nullopt;
+  }
   int64_t bias_strides[2] = {0, 0};
   if (bias != nullptr) {
     if (!bias->defined() || bias->device() != a.device() || bias->scalar_type() != a.scalar_type() ||
@@ -345,7 +354,7 @@ std::optional<at::Tensor> gemm(const at::Tensor* bias, const at::Tensor& a, cons
       bias_strides[target] = bias->size(d) == 1 ? 0 : bias->stride(d);
     }
   }
-  at::Tensor out = at::empty({m, n}, a.options());
+  at::Tensor out = into.defined() ? into : at::empty({m, n}, a.options());
   if (out.numel() > 0) {
     launch(dk::kGemm, a.device(),
            {pointer(out), pointer(a), pointer(b), pointer(bias != nullptr ? *bias : at::Tensor()), integer(m),
@@ -371,6 +380,23 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
     }
   }
   return call_through_fallback<at::_ops::addmm>(fallback_keys(self, mat1, mat2), self, mat1, mat2, beta, alpha);
+}
+
+// Inductor calls the out= variants (extern_kernels.mm(a, b, out=buffer)).
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  if (gemm(nullptr, self, mat2, 0.0, 1.0, out)) {
+    return out;
+  }
+  return call_through_fallback<at::_ops::mm_out>(fallback_keys(self, mat2, out), self, mat2, out);
+}
+
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                      const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+  if (!beta.isComplex() && !alpha.isComplex() && gemm(&self, mat1, mat2, beta.toDouble(), alpha.toDouble(), out)) {
+    return out;
+  }
+  return call_through_fallback<at::_ops::addmm_out>(fallback_keys(self, mat1, mat2, out), self, mat1, mat2, beta,
+                                                     alpha, out);
 }
 
 // ------------------------------------------------------------ softmax
@@ -588,6 +614,8 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("gelu_backward", TORCH_FN(gelu_backward));
   library.impl("mm", TORCH_FN(mm));
   library.impl("addmm", TORCH_FN(addmm));
+  library.impl("mm.out", TORCH_FN(mm_out));
+  library.impl("addmm.out", TORCH_FN(addmm_out));
   library.impl("_softmax", TORCH_FN((softmax<at::_ops::_softmax, false>)));
   library.impl("_log_softmax", TORCH_FN((softmax<at::_ops::_log_softmax, true>)));
   library.impl("_softmax_backward_data",

@@ -6,22 +6,30 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "torchplug/driver.h"
 
 namespace torchplug::simulator {
 
-// A loaded image, unloaded when the last function and queued launch of it are gone.
+// A loaded image, unloaded when the last function and queued launch of it are
+// gone. The dynamic loader knows it by the name it was opened with,
+// /proc/self/fd/<memory file>, and would hand it back for any later image
+// opened under that name: the memory file stays open while the image is
+// loaded, so that no other image's file takes its number.
 class LoadedModule {
  public:
-  explicit LoadedModule(void* library) : library_(library) {}
-  ~LoadedModule() { ::dlclose(library_); }
+  LoadedModule(void* library, int file, std::string name)
+      : library_(library), file_(file), name_(std::move(name)) {}
+  ~LoadedModule();
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
   void* library() const { return library_; }
 
  private:
   void* library_;
+  int file_;
+  std::string name_;
 };
 
 struct ModuleFunction {

@@ -85,6 +85,17 @@ void run_kernel(runtime::Platform& platform, int device, const ModuleFunction& f
 
 }  // namespace
 
+LoadedModule::~LoadedModule() {
+  ::dlclose(library_);
+  // An image the loader keeps (one with unique C++ symbols is never unloaded)
+  // keeps its name, and so the number of its memory file.
+  if (void* kept = ::dlopen(name_.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+    ::dlclose(kept);
+    return;
+  }
+  ::close(file_);
+}
+
 void modules::module_load(TPD_Module_Load_Args& args) {
   auto client = find_client(args.client);
   if (args.image == nullptr || args.image_size == 0) {
@@ -97,17 +108,17 @@ void modules::module_load(TPD_Module_Load_Args& args) {
                                       " (a shared object built for this host).");
   }
   const int fd = memory_file_of(args.image, args.image_size);
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
   void* library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  const char* reason = library == nullptr ? ::dlerror() : nullptr;
-  ::close(fd);  // the loaded image keeps its own mapping
   if (library == nullptr) {
+    const char* reason = ::dlerror();
+    ::close(fd);
     throw Error(TPD_INVALID_ARGUMENT, std::string("The module image could not be loaded: ") +
                                           (reason != nullptr ? reason : "unknown reason") +
-                                          ". Build it as a shared object for this host that links nothing but the "
-                                          "C library.");
+                                          ". Build it as a shared object for this host whose libraries the "
+                                          "dynamic loader finds (its run path).");
   }
-  args.module = client->add_module(std::make_shared<LoadedModule>(library));
+  args.module = client->add_module(std::make_shared<LoadedModule>(library, fd, std::move(path)));
 }
 
 void modules::module_unload(TPD_Module_Unload_Args& args) { find_client(args.client)->remove_module(args.module); }

@@ -3,11 +3,8 @@ extension points, shaped like upstream's reference backend (OpenReg's
 ``inductor_backend.py``): a device interface, ``register_backend_for_device``
 with C++ scheduling and a wrapper of our own, and device op overrides.
 
-The simulated devices' memory is host-addressable, so the kernels are
-Inductor's C++ (CPP) kernels. What makes them device kernels is the wrapper:
-every generated kernel is called through ``torchplug._C.launch_compiled``,
-which runs it as one device kernel launch (device guard, stream order, strict
-memory access, sync-debug, profiler activity), exactly like an eager kernel.
+The kernels are Inductor's C++ (CPP) kernels; what makes them device kernels
+is the wrapper (:mod:`torchplug.inductor.wrapper`).
 
 Nothing here replaces a torch function; what had to be replaced is in
 :mod:`torchplug.inductor.replacements`, which also checks the signatures of
@@ -26,12 +23,7 @@ from typing import Any
 import torch
 
 from torchplug.device_kind import kind_of_device
-
-# The wrapper's fast paths into the device (torchplug/_C: bindings/compiled_kernels.cpp).
-_LAUNCH_IMPORT = (
-    "from torchplug._C import empty_strided_device as torchplug_empty, "
-    "launch_compiled as torchplug_launch"
-)
+from torchplug.inductor import wrapper
 
 _PACKAGE = Path(__file__).parent
 
@@ -52,13 +44,12 @@ def register_codegen(name: str, devices: Callable[[], tuple[str, ...]]) -> None:
         register_backend_for_device,
         register_device_op_overrides,
     )
-    from torch._inductor.codegen.cpp import CppScheduling
 
     register_backend_for_device(
         name,
-        CppScheduling,
-        _wrapper_codegen(devices),
-        UnsupportedCppWrapper,
+        wrapper.scheduling(),
+        wrapper.wrapper_codegen(devices),
+        wrapper.UnsupportedCppWrapper,
         device_custom_pass=_cache_key_pass(),
     )
     register_device_op_overrides(name, _device_op_overrides(name))
@@ -219,131 +210,6 @@ def _cache_key_pass() -> Any:
             return f"{integration_revision()}-{_kernel_thread_count()}"
 
     return IntegrationRevision()
-
-
-class UnsupportedCppWrapper:
-    """Inductor's C++ wrapper (``cpp_wrapper=True``, AOTInductor) would call the
-    generated kernels directly, outside the device's kernel launch path; until
-    it launches them through it, it is refused by name."""
-
-    supports_caching = False
-
-    @staticmethod
-    def create(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            "Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper, AOTInductor) is not "
-            "supported on torchplug devices: it would launch the generated kernels outside the "
-            "device's launch path. Compile with the default Python wrapper (cpp_wrapper=False)"
-        )
-
-
-@functools.cache
-def _wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
-    from torch._inductor.codegen.wrapper import (
-        PythonWrapperCodegen,
-        SubgraphPythonWrapperCodegen,
-    )
-
-    class LaunchesDeviceKernels:
-        """Calls C++ kernels on a torchplug device through the device's launch path."""
-
-        def _generate_kernel_call_helper(
-            self,
-            kernel_name: str,
-            call_args: list[Any],
-            *,
-            device: Any = None,
-            triton: bool = True,
-            **kwargs: Any,
-        ) -> None:
-            from torch._inductor.virtualized import V
-
-            device = device or V.graph.get_current_device_or_throw()
-            if triton or device.type not in devices():
-                super()._generate_kernel_call_helper(  # type: ignore[misc]
-                    kernel_name, call_args, device=device, triton=triton, **kwargs
-                )
-                return
-            _check_host_addressable(device)
-            arguments = "".join(f", {argument}" for argument in call_args)
-            self.writeline(  # type: ignore[attr-defined]
-                f"torchplug_launch({kernel_name!r}, {kernel_name}, {_device_arguments(device)}"
-                f"{arguments})"
-            )
-
-    class SubgraphWrapperCodegen(LaunchesDeviceKernels, SubgraphPythonWrapperCodegen):
-        pass
-
-    class WrapperCodegen(LaunchesDeviceKernels, PythonWrapperCodegen):
-        @staticmethod
-        def create(
-            is_subgraph: bool,
-            subgraph_name: str | None,
-            parent_wrapper: PythonWrapperCodegen | None,
-            partition_signatures: Any = None,
-        ) -> PythonWrapperCodegen:
-            if is_subgraph:
-                return SubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-            return WrapperCodegen()
-
-        def write_header(self) -> None:
-            super().write_header()
-            self.imports.writeline(_LAUNCH_IMPORT)
-
-        def make_allocation(
-            self,
-            name: str,
-            device: torch.device,
-            dtype: torch.dtype,
-            shape: Any,
-            stride: Any,
-            allocation_shape: Any = None,
-            is_pinned: bool = False,
-        ) -> str:
-            if (
-                device.type not in devices()
-                or torch._inductor.config.test_configs.track_memory_lifecycle
-            ):
-                return super().make_allocation(
-                    name, device, dtype, shape, stride, allocation_shape, is_pinned
-                )
-            # On the graph's device index: a graph compiled for device 1 allocates there.
-            shape_tuple = self.codegen_python_shape_tuple(shape)
-            allocation_tuple = self.codegen_python_shape_tuple(
-                shape if allocation_shape is None else allocation_shape
-            )
-            stride_tuple = self.codegen_python_shape_tuple(stride)
-            line = (
-                f"{name} = torchplug_empty({allocation_tuple}, {stride_tuple}, {dtype}, "
-                f"{_device_arguments(device)})"
-            )
-            if allocation_tuple != shape_tuple:
-                line += f".as_strided({shape_tuple}, {stride_tuple})"
-            return line
-
-    return WrapperCodegen
-
-
-def _check_host_addressable(device: torch.device) -> None:
-    """The generated C++ kernels run on the host over device pointers: only
-    memory the host addresses can take them."""
-    from torchplug import _C
-
-    if not _C.host_addressable(device.type):
-        raise NotImplementedError(
-            f"torch.compile cannot generate kernels for '{device.type}' yet: its memory is not "
-            "host-addressable, and Inductor's C++ kernels read device memory from the host. "
-            'Compile with backend="aot_eager" (the traced graph runs on the device\'s own '
-            "kernels), or run the model without torch.compile."
-        )
-
-
-def _device_arguments(device: torch.device) -> str:
-    """The (device type, index) pair the fast paths take, as c10's enum value
-    (stable for a torch version, which Inductor's cache key includes)."""
-    from torchplug import _C
-
-    return f"{_C.device_type_id(device.type)}, {device.index if device.index is not None else 0}"
 
 
 def _device_op_overrides(name: str) -> Any:

@@ -312,6 +312,45 @@ RELIED_ON: tuple[TorchInternal, ...] = (
         "(self, subgraph_name, parent_wrapper, partition_signatures)",
     ),
     _relied_on(
+        f"{_CODEGEN}.wrapper",
+        "PythonWrapperCodegen.define_kernel",
+        "overridden to bind a C++ kernel of a device the host cannot address to its device image",
+        "(self, kernel_name, kernel_body, metadata, gpu, cpp_definition)",
+    ),
+    TorchInternal(
+        f"{_CODEGEN}.cpp",
+        "CppScheduling.define_kernel",
+        "writes each C++ kernel for the Python wrapper as async_compile.cpp_pybinding(arg_types, "
+        "source) with the function named `kernel`, which device_code rewrites into a device image",
+        Check.SOURCE,
+        _in_both_releases("cb49d1f129cd"),
+    ),
+    _relied_on(
+        "torch._inductor.codecache",
+        "CppCodeCache.load_async",
+        "compiles a device image with Inductor's C++ settings and extra link flags",
+        "(main_code, device_type, submit_fn, extra_flags, optimized_code, needs_vec_isa, "
+        "kernel_needs_vec_isa)",
+    ),
+    _relied_on(
+        "torch._inductor.codecache",
+        "LambdaFuture.__init__",
+        "a device image compiled in parallel, resolved by the wrapper's async_compile.wait",
+        "(self, result_fn, future)",
+    ),
+    _relied_on(
+        "torch._inductor.async_compile",
+        "AsyncCompile.submit",
+        "hands a device image's compilation to Inductor's compile workers",
+        "(task)",
+    ),
+    _relied_on(
+        "torch._inductor.async_compile",
+        "get_compile_threads",
+        "whether Inductor compiles in parallel",
+        "()",
+    ),
+    _relied_on(
         "torch._inductor.ir",
         "get_device_type",
         "asked by the replacements for a node's device type",

@@ -535,8 +535,9 @@ typedef struct {
 
 /* The format of devices that run the host's own machine code (torchplug's
  * simulator, and the remote driver's device process): an ELF shared object
- * for the host's CPU and C library, linking nothing else, whose functions are
- * exported C symbols of type TPD_HostElfKernel. A kernel runs on the stream's
+ * for the host's CPU whose libraries the dynamic loader finds (the system's,
+ * or by its run path), whose functions are exported C symbols of type
+ * TPD_HostElfKernel. A kernel runs on the stream's
  * thread with the launch's arguments; it returns 0, or non-zero after writing
  * a NUL-terminated message of at most `message_size` bytes, which fails the stream. */
 #define TPD_KERNEL_FORMAT_HOST_ELF "torchplug-host-elf-1"

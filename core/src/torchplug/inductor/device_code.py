@@ -1,0 +1,158 @@
+"""Inductor's C++ kernels for a device whose memory the host cannot address.
+
+On such a device (a driver without host-addressable memory, such as the remote
+driver's device process) a generated kernel cannot run on the host over device
+pointers. Instead, as a GPU runs generated Triton kernels, each kernel's source
+is compiled with an entry point of the driver's kernel ABI
+(``torchplug/driver.h``: ``int f(const TPD_KernelArg*, size_t, char*, size_t)``),
+the image is loaded into the device through the driver's kernel-module
+extension, and the wrapper launches it there on the current stream
+(``torchplug._C.launch_device_code``): operands stay in device memory.
+
+Images are the driver's ``torchplug-host-elf-1`` format: shared objects for this
+host, built by Inductor's own C++ compiler settings (its vector ISA, OpenMP),
+with a run path to torch's libraries for the vector math they may call.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchplug import _C
+
+logger = logging.getLogger(__name__)
+
+HOST_ELF_FORMAT = "torchplug-host-elf-1"
+ENTRY_POINT = "torchplug_compiled_kernel"
+# What Inductor's C++ scheduling writes to define a kernel for the Python wrapper.
+PYBINDING_DEFINITION = "async_compile.cpp_pybinding("
+# The first line of a device kernel's source, before the device type.
+SOURCE_MARK = "// torchplug device image for "
+
+_DRIVER_HEADER = Path(__file__).parents[1] / "include" / "torchplug" / "driver.h"
+
+
+def runs_generated_code(device_type: str) -> bool:
+    """Whether ``device_type``'s driver loads images of the format this module builds."""
+    return _C.kernel_image_format(device_type) == HOST_ELF_FORMAT
+
+
+def check_runs_generated_code(device_type: str) -> None:
+    """Raises, naming what to do instead, when compiled kernels cannot reach the device."""
+    image_format = _C.kernel_image_format(device_type)
+    if image_format == HOST_ELF_FORMAT:
+        return
+    loads = (
+        f"loads images of format {image_format!r}" if image_format else "loads no kernel modules"
+    )
+    raise NotImplementedError(
+        f"torch.compile cannot run generated kernels on '{device_type}': its memory is not "
+        f"host-addressable and its driver {loads}, while torchplug builds {HOST_ELF_FORMAT!r} "
+        'images. Compile with backend="aot_eager" (the traced graph runs on the device\'s own '
+        "kernels), or run the model without torch.compile."
+    )
+
+
+def entry_point(arg_types: list[str]) -> str:
+    """C++ that calls the generated ``kernel`` with the launch's arguments, checked
+    against ``arg_types`` (Inductor's C++ spelling of each parameter's type)."""
+    reads = []
+    names = []
+    for position, spelled in enumerate(arg_types):
+        name = f"arg{position}"
+        names.append(name)
+        reads.append(
+            f"  std::remove_const_t<{spelled}> {name}{{}};\n"
+            f"  if (!torchplug_read(args[{position}], {name})) {{\n"
+            f'    std::snprintf(message, message_size, "argument {position} is not a {spelled}");\n'
+            "    return 1;\n"
+            "  }\n"
+        )
+    count = len(arg_types)
+    return f"""
+#include <cstddef>
+#include <cstdio>
+#include <exception>
+#include <type_traits>
+#include "{_DRIVER_HEADER}"
+
+template <typename T>
+static bool torchplug_read(const TPD_KernelArg& arg, T& out) {{
+  if constexpr (std::is_pointer_v<T>) {{
+    out = static_cast<T>(arg.value.pointer);
+    return arg.kind == TPD_KERNEL_ARG_POINTER;
+  }} else if constexpr (std::is_floating_point_v<T>) {{
+    out = arg.kind == TPD_KERNEL_ARG_INT64 ? static_cast<T>(arg.value.int64) : static_cast<T>(arg.value.float64);
+    return arg.kind == TPD_KERNEL_ARG_INT64 || arg.kind == TPD_KERNEL_ARG_FLOAT64;
+  }} else {{
+    out = static_cast<T>(arg.value.int64);
+    return arg.kind == TPD_KERNEL_ARG_INT64;
+  }}
+}}
+
+extern "C" __attribute__((visibility("default"))) int {ENTRY_POINT}(
+    const TPD_KernelArg* args, size_t count, char* message, size_t message_size) {{
+  if (count != {count}) {{
+    std::snprintf(message, message_size, "takes {count} arguments, %zu given", count);
+    return 1;
+  }}
+{"".join(reads)}  try {{
+    kernel({", ".join(names)});
+  }} catch (const std::exception& error) {{
+    std::snprintf(message, message_size, "%s", error.what());
+    return 1;
+  }}
+  return 0;
+}}
+"""
+
+
+class DeviceKernel:
+    """A generated kernel loaded into the devices of one device type; ``function``
+    is what ``torchplug._C.launch_device_code`` launches."""
+
+    def __init__(self, device_type: str, image: Path) -> None:
+        self.device_type = device_type
+        self.image = image
+        self.function: int = _load(device_type, str(image))
+
+
+@functools.cache
+def _load(device_type: str, image: str) -> int:
+    """Each image is loaded once per device type: the FX graph cache hands the
+    same kernels to every graph that has them."""
+    logger.debug("loading %s into the '%s' devices", image, device_type)
+    return _C.load_device_function(device_type, Path(image).read_bytes(), ENTRY_POINT)
+
+
+@functools.cache
+def _link_flags() -> tuple[str, ...]:
+    # The device loads the image in a process of its own: vectorised kernels
+    # call the vector math library inside torch's CPU library, found by run path.
+    return (f"-Wl,-rpath,{Path(torch.__file__).parent / 'lib'}",)
+
+
+def device_kernel(async_compile: Any, device_type: str, arg_types: list[str], source: str) -> Any:
+    """What a generated wrapper binds a kernel's name to on ``device_type``: the
+    :class:`DeviceKernel` of ``source``, or a future of it when Inductor compiles
+    in parallel (``async_compile.wait`` resolves it with the wrapper's others)."""
+    from torch._inductor.async_compile import get_compile_threads
+    from torch._inductor.codecache import CppCodeCache, LambdaFuture
+
+    check_runs_generated_code(device_type)
+    parallel = get_compile_threads() > 1
+    get_library = CppCodeCache.load_async(
+        source + entry_point(arg_types),
+        submit_fn=async_compile.submit if parallel else None,
+        extra_flags=_link_flags(),
+    )
+
+    def load() -> DeviceKernel:
+        return DeviceKernel(device_type, Path(get_library()._name))
+
+    return LambdaFuture(load) if parallel else load()
