@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
-# The longest modules, longest first (each several minutes of one worker on a
-# two-core CI machine, from `.ci/run`'s slowest durations). test_release.py
+# The longest modules, longest first (each minutes of one worker on a two-core
+# CI machine: the sums of their tests' durations in a clean-clone run). test_release.py
 # also builds the release files that test_wheels.py waits for.
 LONGEST_MODULES = tuple(
     ROOT / name
@@ -16,8 +16,9 @@ LONGEST_MODULES = tuple(
         "tests/test_release.py",
         "tests/test_conformance.py",
         "tests/test_compile_real_models.py",
-        "tests/test_conformance_discrete.py",
+        "tests/test_docs.py",
         "tests/test_launch_blocking.py",
+        "tests/test_conformance_discrete.py",
     )
 )
 missing = [str(path) for path in LONGEST_MODULES if not path.exists()]
