@@ -383,14 +383,14 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
 }
 
 // Inductor calls the out= variants (extern_kernels.mm(a, b, out=buffer)).
-at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+at::Tensor& mm_out_on_device(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   if (gemm(nullptr, self, mat2, 0.0, 1.0, out)) {
     return out;
   }
   return call_through_fallback<at::_ops::mm_out>(fallback_keys(self, mat2, out), self, mat2, out);
 }
 
-at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+at::Tensor& addmm_out_on_device(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
   if (!beta.isComplex() && !alpha.isComplex() && gemm(&self, mat1, mat2, beta.toDouble(), alpha.toDouble(), out)) {
     return out;
@@ -614,8 +614,8 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("gelu_backward", TORCH_FN(gelu_backward));
   library.impl("mm", TORCH_FN(mm));
   library.impl("addmm", TORCH_FN(addmm));
-  library.impl("mm.out", TORCH_FN(mm_out));
-  library.impl("addmm.out", TORCH_FN(addmm_out));
+  library.impl("mm.out", TORCH_FN(mm_out_on_device));
+  library.impl("addmm.out", TORCH_FN(addmm_out_on_device));
   library.impl("_softmax", TORCH_FN((softmax<at::_ops::_softmax, false>)));
   library.impl("_log_softmax", TORCH_FN((softmax<at::_ops::_log_softmax, true>)));
   library.impl("_softmax_backward_data",

@@ -37,11 +37,6 @@ SOURCE_MARK = "// torchplug device image for "
 _DRIVER_HEADER = Path(__file__).parents[1] / "include" / "torchplug" / "driver.h"
 
 
-def runs_generated_code(device_type: str) -> bool:
-    """Whether ``device_type``'s driver loads images of the format this module builds."""
-    return _C.kernel_image_format(device_type) == HOST_ELF_FORMAT
-
-
 def check_runs_generated_code(device_type: str) -> None:
     """Raises, naming what to do instead, when compiled kernels cannot reach the device."""
     image_format = _C.kernel_image_format(device_type)
