@@ -323,10 +323,12 @@ def fallback_report_counts_the_copies() -> object:
 @check
 def user_mistakes_fail_clearly() -> object:
     x = torch.arange(6.0, device=DEVICE)
+    square = x[:4].view(2, 2)
     messages = []
     for mistake in (
         lambda: torch.special.erfcx(x, out=torch.empty(6)),  # out= on the host
         lambda: x[1:].copy_(x[:-1]),  # overlapping source and destination
+        lambda: torch.mm(square, square, out=torch.empty(2, 2)),  # a device kernel's out= on the host
     ):
         try:
             mistake()
@@ -335,6 +337,7 @@ def user_mistakes_fail_clearly() -> object:
     return [
         "Expected all tensors to be on the same device" in messages[0],
         "refer to a single memory location" in messages[1],
+        "Expected all tensors to be on the same device" in messages[2],
         same(x, torch.arange(6.0)),  # nothing half-written
     ]
 
