@@ -328,7 +328,9 @@ def user_mistakes_fail_clearly() -> object:
     for mistake in (
         lambda: torch.special.erfcx(x, out=torch.empty(6)),  # out= on the host
         lambda: x[1:].copy_(x[:-1]),  # overlapping source and destination
-        lambda: torch.mm(square, square, out=torch.empty(2, 2)),  # a device kernel's out= on the host
+        lambda: torch.mm(
+            square, square, out=torch.empty(2, 2)
+        ),  # a device kernel's out= on the host
     ):
         try:
             mistake()
