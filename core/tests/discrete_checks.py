@@ -261,6 +261,64 @@ def device_kernels_run_on_the_device() -> object:
 
 
 @check
+def matrix_products_match_the_cpu() -> object:
+    """mm/addmm/out= on the device kernel, against the CPU: whole tiles and their
+    remainders (every tile height, a panel's full and partial columns, for each
+    instruction set's shape), operands transposed, every bias broadcast."""
+    torch.manual_seed(0)
+    problems = []
+    torch.dsc.reset_fallback_report()
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for m, k, n in ((64, 512, 512), (67, 130, 97), (1, 33, 65), (13, 1, 40), (9, 17, 3)):
+            # Each side sums k products in its own order: a rounding error per term
+            # (alpha=2 doubles it); bfloat16 rounds the result to three digits.
+            tolerance = (
+                {"rtol": 0.05, "atol": 0.05}
+                if dtype == torch.bfloat16
+                else {"rtol": 1.3e-6, "atol": 4 * k * torch.finfo(dtype).eps}
+            )
+            a = torch.randn(m, k, dtype=dtype)
+            b = torch.randn(k, n, dtype=dtype)
+            operands = {
+                "a @ b": (a, b),
+                "a.T.T @ b.T.T": (a.t().contiguous().t(), b.t().contiguous().t()),
+                "a[:, ::2]": (torch.randn(m, 2 * k, dtype=dtype)[:, ::2], b),
+            }
+            biases = {
+                "(n)": torch.randn(n, dtype=dtype),
+                "(m, n)": torch.randn(m, n, dtype=dtype),
+                "(m, 1)": torch.randn(m, 1, dtype=dtype),
+                "(n, m).T": torch.randn(n, m, dtype=dtype).t(),
+            }
+            on_device = {name: tensor.to(DEVICE) for name, tensor in biases.items()}
+            for name, (left, right) in operands.items():
+                device_left, device_right = left.to(DEVICE), right.to(DEVICE)
+                results = [(f"mm {name}", torch.mm(device_left, device_right), left @ right)]
+                for bias_name, bias in biases.items():
+                    results.append(
+                        (
+                            f"addmm {name} + {bias_name}",
+                            torch.addmm(
+                                on_device[bias_name], device_left, device_right, beta=0.5, alpha=2
+                            ),
+                            torch.addmm(bias, left, right, beta=0.5, alpha=2),
+                        )
+                    )
+                into = torch.empty(m, n, dtype=dtype, device=DEVICE)
+                torch.mm(device_left, device_right, out=into)
+                results.append((f"mm out= {name}", into, left @ right))
+                for label, device_value, cpu_value in results:
+                    try:
+                        torch.testing.assert_close(device_value.cpu(), cpu_value, **tolerance)
+                    except AssertionError as error:
+                        problems.append(f"{dtype} {m}x{k}x{n} {label}: {error}")
+    covered = {row.operator for row in torch.dsc.fallback_report()} & {"aten::mm", "aten::addmm"}
+    if covered:
+        problems.append(f"through the fallback: {sorted(covered)}")
+    return [not problems, *problems[:5]]
+
+
+@check
 def convolution_and_batch_norm_match_the_cpu() -> object:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
@@ -406,7 +464,8 @@ def host_access_is_refused_clearly() -> object:
     return messages
 
 
-def main(driver: str) -> None:
+def main(driver: str, only: list[str]) -> None:
+    """Runs the checks named in ``only`` (all when it is empty) on ``driver``."""
     if driver == "remote":
         backend = Backend(name=DEVICE, distribution="torch_dsc", driver=get_remote_driver())
     else:
@@ -416,6 +475,8 @@ def main(driver: str) -> None:
     status = backend.autoload()
     print(json.dumps({"check": "active", "ok": status.active, "detail": status.reason}), flush=True)
     for name, function in CHECKS.items():
+        if only and name not in only:
+            continue
         try:
             detail = function()
             ok = (
@@ -431,4 +492,4 @@ def main(driver: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

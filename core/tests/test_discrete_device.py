@@ -61,6 +61,7 @@ def test_the_backend_activates(results: dict[str, dict]) -> None:
         "in_place_views_and_out",
         "training_matches_the_cpu",
         "device_kernels_run_on_the_device",
+        "matrix_products_match_the_cpu",
         "convolution_and_batch_norm_match_the_cpu",
         "lstm_trains",
         "serialization_round_trip",
@@ -77,6 +78,40 @@ def test_host_access_and_unsupported_paths_fail_clearly(results: dict[str, dict]
     numpy, sparse = results["host_access_is_refused_clearly"]["detail"]
     assert "Use Tensor.cpu()" in numpy
     assert "sparse tensor, which is not supported yet on dsc:0" in sparse
+
+
+@pytest.mark.parametrize("isa", ["avx2", "baseline"])
+def test_matrix_products_under_each_instruction_set(isa: str) -> None:
+    """The product's narrower tile shapes, which a machine with AVX-512 never picks itself."""
+    check = "matrix_products_match_the_cpu"
+    completed = _run(
+        [str(CHECKS), "hidden", check], {**ENVIRONMENT, "TORCHPLUG_DEVICE_KERNEL_ISA": isa}
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (line,) = [json.loads(line) for line in completed.stdout.splitlines() if check in line]
+    assert line["ok"], line["detail"]
+
+
+def test_an_unknown_instruction_set_fails_the_product_clearly() -> None:
+    script = textwrap.dedent(
+        """
+        import torch
+        from torchplug import Backend
+        Backend(name="dsc", driver_options="hidden_capabilities=1").autoload()
+        a = torch.ones(3, 3, device="dsc")
+        try:
+            (a @ a).cpu()
+        except RuntimeError as error:
+            print(error)
+        print((a + a).cpu().sum().item())
+        """
+    )
+    completed = _run(["-c", script], {**ENVIRONMENT, "TORCHPLUG_DEVICE_KERNEL_ISA": "avx1024"})
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "TORCHPLUG_DEVICE_KERNEL_ISA=avx1024, which is none of baseline, avx2, avx512" in (
+        completed.stdout
+    )
+    assert completed.stdout.strip().endswith("18.0")
 
 
 @pytest.mark.parametrize(
