@@ -319,6 +319,97 @@ def matrix_products_match_the_cpu() -> object:
 
 
 @check
+def optimizer_steps_run_on_the_device() -> object:
+    """The foreach operators of Adam, AdamW and SGD are one device kernel per list,
+    with the CPU's results; a list the kernel does not cover (two element types)
+    takes torch's per-tensor path, still right."""
+    torch.manual_seed(0)
+    problems = []
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        shapes = [(3, 5), (0,), (7,), (2, 2, 2)]
+        lists = [[torch.randn(shape, dtype=dtype) for shape in shapes] for _ in range(3)]
+        lists[2] = [t.abs() + 0.5 for t in lists[2]]  # divisors and square roots
+        steps = {
+            "add_.Scalar": lambda a, b, c: torch._foreach_add_(a, 0.25),
+            "add_.ScalarList": lambda a, b, c: torch._foreach_add_(a, [0.5, 1.0, -2.0, 3.0]),
+            "add_.List": lambda a, b, c: torch._foreach_add_(a, b, alpha=-0.1),
+            "mul_.Scalar": lambda a, b, c: torch._foreach_mul_(a, 0.9),
+            "mul_.ScalarList": lambda a, b, c: torch._foreach_mul_(a, [0.5, 1.0, -2.0, 3.0]),
+            "div_.Scalar": lambda a, b, c: torch._foreach_div_(a, 3.0),
+            "div_.ScalarList": lambda a, b, c: torch._foreach_div_(a, [0.5, 1.0, -2.0, 3.0]),
+            "lerp_.Scalar": lambda a, b, c: torch._foreach_lerp_(a, b, 0.1),
+            "lerp_.Scalar (weight above 1/2)": lambda a, b, c: torch._foreach_lerp_(a, b, 0.75),
+            "addcmul_.Scalar": lambda a, b, c: torch._foreach_addcmul_(a, b, c, 0.3),
+            "addcdiv_.Scalar": lambda a, b, c: torch._foreach_addcdiv_(a, b, c, -0.2),
+            "addcdiv_.ScalarList": lambda a, b, c: torch._foreach_addcdiv_(a, b, c, [1, 2, 3, 4]),
+            "sqrt_": lambda a, b, c: torch._foreach_sqrt_(c),
+            "mul.Scalar": lambda a, b, c: torch._foreach_mul(a, -1.5),
+            "sqrt": lambda a, b, c: torch._foreach_sqrt(c),
+        }
+        tolerance = {"rtol": 0.02, "atol": 0.02} if dtype == torch.bfloat16 else {}
+        for name, step in steps.items():
+            torch.dsc.reset_fallback_report()
+            on_cpu = [[t.clone() for t in each] for each in lists]
+            on_device = [[t.to(DEVICE) for t in each] for each in lists]
+            expected = step(*on_cpu)
+            result = step(*on_device)
+            pairs = list(zip(on_device, on_cpu, strict=True))
+            if expected is not None:
+                pairs.append((result, expected))
+            try:
+                for device_list, cpu_list in pairs:
+                    for device_tensor, cpu_tensor in zip(device_list, cpu_list, strict=True):
+                        torch.testing.assert_close(device_tensor.cpu(), cpu_tensor, **tolerance)
+            except AssertionError as error:
+                problems.append(f"{dtype} {name}: {error}")
+            if torch.dsc.fallback_report():
+                report = [row.operator for row in torch.dsc.fallback_report()]
+                problems.append(f"{dtype} {name} went through the fallback: {report}")
+    # Two element types in one list: torch's per-tensor path.
+    mixed = [torch.ones(3), torch.ones(3, dtype=torch.float64)]
+    on_device = [t.to(DEVICE) for t in mixed]
+    torch._foreach_mul_(on_device, 2.0)
+    if not all(
+        same(d, torch.full((3,), 2.0, dtype=t.dtype)) for d, t in zip(on_device, mixed, strict=True)
+    ):
+        problems.append("a list of two element types was not multiplied")
+    try:
+        torch._foreach_add_(on_device, [torch.ones(3, device=DEVICE)])
+        problems.append("lists of different lengths were accepted")
+    except RuntimeError as error:
+        if "same number of tensors" not in str(error):
+            problems.append(f"lists of different lengths gave: {error}")
+    # Whole optimizer steps, foreach, against the CPU's.
+    for make in (
+        lambda params: torch.optim.AdamW(params, lr=0.01, foreach=True),
+        lambda params: torch.optim.Adam(params, lr=0.01, weight_decay=0.1, foreach=True),
+        lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True),
+    ):
+        torch.manual_seed(0)
+        network = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+        device_network = copy.deepcopy(network).to(DEVICE)
+        x, y = torch.randn(5, 6), torch.randn(5, 3)
+        cpu_optimizer, device_optimizer = (
+            make(network.parameters()),
+            make(device_network.parameters()),
+        )
+        for _ in range(3):
+            for net, optimizer, inputs, targets in (
+                (network, cpu_optimizer, x, y),
+                (device_network, device_optimizer, x.to(DEVICE), y.to(DEVICE)),
+            ):
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(net(inputs), targets).backward()
+                optimizer.step()
+        for (name, param), device_param in zip(
+            network.named_parameters(), device_network.parameters(), strict=True
+        ):
+            if not close(device_param, param.detach()):
+                problems.append(f"{type(cpu_optimizer).__name__} {name} differs")
+    return [not problems, *problems[:5]]
+
+
+@check
 def convolution_and_batch_norm_match_the_cpu() -> object:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())

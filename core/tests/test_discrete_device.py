@@ -62,6 +62,7 @@ def test_the_backend_activates(results: dict[str, dict]) -> None:
         "training_matches_the_cpu",
         "device_kernels_run_on_the_device",
         "matrix_products_match_the_cpu",
+        "optimizer_steps_run_on_the_device",
         "convolution_and_batch_norm_match_the_cpu",
         "lstm_trains",
         "serialization_round_trip",

@@ -60,4 +60,16 @@ inline constexpr const char kNllLoss[] = "torchplug_nll_loss";
 // total_weight*, rows, classes, reduction, ignore_index, dtype).
 inline constexpr const char kNllLossBackward[] = "torchplug_nll_loss_backward";
 
+// torchplug_foreach(op, dtype, count, then for each of `count` tensors:
+// out*, a*, b*, c*, numel, scalar): the optimizers' foreach steps, one
+// launch for a whole parameter list. Per tensor, with s its `scalar`:
+// kAddScalar out = a + s; kMulScalar out = a * s; kDivScalar out = a / s;
+// kAddScaled out = a + s * b; kLerp out = lerp(a, b, s); kAddcmul
+// out = a + s * b * c; kAddcdiv out = a + s * b / c; kSqrt out = sqrt(a).
+// Operands an operation does not use are NULL; `out` may be `a` (in place).
+inline constexpr const char kForeach[] = "torchplug_foreach";
+enum class ForeachOp : int64_t {
+  kAddScalar = 0, kMulScalar = 1, kDivScalar = 2, kAddScaled = 3, kLerp = 4, kAddcmul = 5, kAddcdiv = 6, kSqrt = 7
+};
+
 }  // namespace torchplug::device_kernels

@@ -43,95 +43,15 @@
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/string_view.h>
 
-#include "backend/backend.h"
 #include "device_kernels/kernel_abi.h"
 #include "driver/device_runtime.h"
 #include "driver/kernel_module.h"
 #include "kernels/cpu_fallback.h"
-#include "launch/device_function.h"
+#include "kernels/device_kernel_calls.h"
 #include "registration/device_kernels.h"
 
 namespace torchplug {
 namespace {
-
-namespace dk = device_kernels;
-
-std::optional<dk::DType> kernel_dtype(c10::ScalarType type) {
-  switch (type) {
-    case c10::kFloat:
-      return dk::DType::kFloat32;
-    case c10::kDouble:
-      return dk::DType::kFloat64;
-    case c10::kBFloat16:
-      return dk::DType::kBFloat16;
-    default:
-      return std::nullopt;
-  }
-}
-
-// A device tensor a kernel reads or writes as it is: on `device`, strided,
-// dense, of a type the kernels take, with no lazy conjugate or negation.
-bool dense_on(const at::Tensor& tensor, c10::Device device) {
-  return tensor.defined() && !device.is_cpu() && tensor.device() == device && tensor.layout() == c10::kStrided &&
-         tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg() &&
-         kernel_dtype(tensor.scalar_type()).has_value();
-}
-
-bool dense_like(const at::Tensor& tensor, const at::Tensor& model) {
-  return dense_on(tensor, model.device()) && tensor.scalar_type() == model.scalar_type() &&
-         tensor.sizes() == model.sizes();
-}
-
-TPD_KernelArg pointer(const at::Tensor& tensor) {
-  TPD_KernelArg arg{};
-  arg.kind = TPD_KERNEL_ARG_POINTER;
-  arg.value.pointer = tensor.defined() ? const_cast<void*>(tensor.const_data_ptr()) : nullptr;
-  return arg;
-}
-
-TPD_KernelArg integer(int64_t value) {
-  TPD_KernelArg arg{};
-  arg.kind = TPD_KERNEL_ARG_INT64;
-  arg.value.int64 = value;
-  return arg;
-}
-
-template <typename Enum>
-TPD_KernelArg code(Enum value) {
-  return integer(static_cast<int64_t>(value));
-}
-
-TPD_KernelArg number(double value) {
-  TPD_KernelArg arg{};
-  arg.kind = TPD_KERNEL_ARG_FLOAT64;
-  arg.value.float64 = value;
-  return arg;
-}
-
-TPD_KernelArg dtype_of(const at::Tensor& tensor) { return code(*kernel_dtype(tensor.scalar_type())); }
-
-// Queues device kernel `kernel` on `device`'s current stream; when launches
-// block (TORCHPLUG_LAUNCH_BLOCKING=1), waits for it, so a failure names its operator.
-void launch(const char* kernel, c10::Device device, std::initializer_list<TPD_KernelArg> args) {
-  TPD_Function* function = translate_runtime_errors(
-      [&] { return driver::KernelModule::of(device_runtime(device.type()))->function(kernel); });
-  launch_device_function(device, function, args.begin(), args.size());
-}
-
-// The dense keys of the backend of the first device tensor among `tensors`
-// (an operand may be a host tensor, even the first): how a call the kernels
-// do not cover reaches the copying fallback.
-template <typename... Tensors>
-c10::DispatchKeySet fallback_keys(const Tensors&... tensors) {
-  const at::Tensor* device_tensor = nullptr;
-  for (const at::Tensor* tensor : {&tensors...}) {
-    if (device_tensor == nullptr && tensor->defined() && !tensor->device().is_cpu()) {
-      device_tensor = tensor;
-    }
-  }
-  TORCH_INTERNAL_ASSERT(device_tensor != nullptr, "a device kernel was called without a device operand");
-  return backend(device_tensor->device().type()).dense_keys;
-}
 
 // ------------------------------------------------------------ binary arithmetic
 

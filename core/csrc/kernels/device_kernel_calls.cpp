@@ -1,0 +1,63 @@
+#include "kernels/device_kernel_calls.h"
+
+#include "backend/backend_inl.h"
+#include "driver/device_runtime.h"
+#include "driver/kernel_module.h"
+#include "launch/device_function.h"
+
+namespace torchplug {
+
+std::optional<dk::DType> kernel_dtype(c10::ScalarType type) {
+  switch (type) {
+    case c10::kFloat:
+      return dk::DType::kFloat32;
+    case c10::kDouble:
+      return dk::DType::kFloat64;
+    case c10::kBFloat16:
+      return dk::DType::kBFloat16;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool dense_on(const at::Tensor& tensor, c10::Device device) {
+  return tensor.defined() && !device.is_cpu() && tensor.device() == device && tensor.layout() == c10::kStrided &&
+         tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg() &&
+         kernel_dtype(tensor.scalar_type()).has_value();
+}
+
+bool dense_like(const at::Tensor& tensor, const at::Tensor& model) {
+  return dense_on(tensor, model.device()) && tensor.scalar_type() == model.scalar_type() &&
+         tensor.sizes() == model.sizes();
+}
+
+TPD_KernelArg pointer(const at::Tensor& tensor) {
+  TPD_KernelArg arg{};
+  arg.kind = TPD_KERNEL_ARG_POINTER;
+  arg.value.pointer = tensor.defined() ? const_cast<void*>(tensor.const_data_ptr()) : nullptr;
+  return arg;
+}
+
+TPD_KernelArg integer(int64_t value) {
+  TPD_KernelArg arg{};
+  arg.kind = TPD_KERNEL_ARG_INT64;
+  arg.value.int64 = value;
+  return arg;
+}
+
+TPD_KernelArg number(double value) {
+  TPD_KernelArg arg{};
+  arg.kind = TPD_KERNEL_ARG_FLOAT64;
+  arg.value.float64 = value;
+  return arg;
+}
+
+TPD_KernelArg dtype_of(const at::Tensor& tensor) { return code(*kernel_dtype(tensor.scalar_type())); }
+
+void launch(const char* kernel, c10::Device device, const TPD_KernelArg* args, size_t count) {
+  TPD_Function* function = translate_runtime_errors(
+      [&] { return driver::KernelModule::of(device_runtime(device.type()))->function(kernel); });
+  launch_device_function(device, function, args, count);
+}
+
+}  // namespace torchplug
