@@ -319,6 +319,72 @@ def matrix_products_match_the_cpu() -> object:
 
 
 @check
+def broadcasts_powers_and_batched_products_match_the_cpu() -> object:
+    """Arithmetic of two device tensors of different shapes or strides, powers by a
+    number and batched matrix products run as device kernels, with the CPU's results."""
+    torch.manual_seed(0)
+    problems = []
+    torch.dsc.reset_fallback_report()
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        tolerance = {"rtol": 0.02, "atol": 0.02} if dtype == torch.bfloat16 else {}
+        pairs = {
+            "(2, 3, 4) by (4,)": (torch.randn(2, 3, 4, dtype=dtype), torch.randn(4, dtype=dtype)),
+            "(2, 3, 1) by (1, 5)": (
+                torch.randn(2, 3, 1, dtype=dtype),
+                torch.randn(1, 5, dtype=dtype),
+            ),
+            "(3, 4).T by (4, 3)": (
+                torch.randn(3, 4, dtype=dtype).t(),
+                torch.randn(4, 3, dtype=dtype),
+            ),
+            "() by (2, 2)": (torch.randn((), dtype=dtype), torch.randn(2, 2, dtype=dtype)),
+            "(2, 0, 3) by (3,)": (torch.randn(2, 0, 3, dtype=dtype), torch.randn(3, dtype=dtype)),
+        }
+        for shapes, (left, right) in pairs.items():
+            device_left, device_right = left.to(DEVICE), right.to(DEVICE)
+            results = [
+                ("add alpha", device_left.add(device_right, alpha=2), left.add(right, alpha=2)),
+                ("sub", device_left - device_right, left - right),
+                ("mul", device_left * device_right, left * right),
+                ("div", device_left / (device_right.abs() + 1), left / (right.abs() + 1)),
+            ]
+            if left.shape == torch.broadcast_shapes(left.shape, right.shape):
+                in_place, expected = device_left.contiguous(), left.clone()
+                in_place.mul_(device_right).add_(device_right, alpha=-0.5)
+                expected.mul_(right).add_(right, alpha=-0.5)
+                results.append(("in place", in_place, expected))
+            for name, device_value, cpu_value in results:
+                try:
+                    torch.testing.assert_close(device_value.cpu(), cpu_value, **tolerance)
+                except AssertionError as error:
+                    problems.append(f"{dtype} {shapes} {name}: {error}")
+        x = torch.randn(4, 5, dtype=dtype)
+        for exponent in (2, 0.5, -1, 3.3):
+            base = x.abs() if exponent in (0.5, 3.3) else x
+            if not close(base.to(DEVICE).pow(exponent), base.pow(exponent)):
+                problems.append(f"{dtype} pow {exponent} differs")
+        a, b = torch.randn(3, 4, 5, dtype=dtype), torch.randn(3, 6, 5, dtype=dtype)
+        result = torch.bmm(a.to(DEVICE), b.to(DEVICE).transpose(1, 2))
+        try:
+            torch.testing.assert_close(result.cpu(), torch.bmm(a, b.transpose(1, 2)), **tolerance)
+        except AssertionError as error:
+            problems.append(f"{dtype} bmm: {error}")
+    covered = {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor"}
+    covered |= {"aten::mul_.Tensor", "aten::add_.Tensor", "aten::pow.Tensor_Scalar", "aten::bmm"}
+    through = {row.operator for row in torch.dsc.fallback_report()} & covered
+    if through:
+        problems.append(f"through the fallback: {sorted(through)}")
+    # Shapes that do not broadcast still fail as on the CPU.
+    try:
+        torch.ones(2, 3, device=DEVICE) * torch.ones(4, device=DEVICE)
+        problems.append("(2, 3) * (4,) was accepted")
+    except RuntimeError as error:
+        if "must match the size of tensor b" not in str(error):
+            problems.append(f"(2, 3) * (4,) gave: {error}")
+    return [not problems, *problems[:5]]
+
+
+@check
 def optimizer_steps_run_on_the_device() -> object:
     """The foreach operators of Adam, AdamW and SGD are one device kernel per list,
     with the CPU's results; a list the kernel does not cover (two element types)

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -26,6 +27,77 @@ void map2(void* out, const void* a, const void* b, double scalar, int64_t count,
       o[i] = E::store(op(E::load(x[i]), E::load(y[i])));
     }
   }
+}
+
+// A broadcast binary operation's iteration space: `out` is dense of `size`,
+// and a and b are read through their strides (0 where they broadcast).
+struct BroadcastShape {
+  int64_t dims;
+  int64_t size[kMaxBroadcastDims];
+  int64_t a_stride[kMaxBroadcastDims];
+  int64_t b_stride[kMaxBroadcastDims];
+};
+
+template <typename E, typename Op>
+void map2_broadcast(void* out, const void* a, const void* b, const BroadcastShape& shape, Op op) {
+  auto* o = E::at(out);
+  const auto* x = E::at(a);
+  const auto* y = E::at(b);
+  const int64_t last = shape.dims - 1;
+  const int64_t inner = shape.size[last];
+  const int64_t x_step = shape.a_stride[last];
+  const int64_t y_step = shape.b_stride[last];
+  int64_t rows = 1;
+  for (int64_t d = 0; d < last; ++d) {
+    rows *= shape.size[d];
+  }
+  int64_t index[kMaxBroadcastDims] = {};
+  int64_t x_offset = 0;
+  int64_t y_offset = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t j = 0; j < inner; ++j) {
+      o[row * inner + j] = E::store(op(E::load(x[x_offset + j * x_step]), E::load(y[y_offset + j * y_step])));
+    }
+    // The next row: an odometer over the outer dimensions.
+    for (int64_t d = last - 1; d >= 0; --d) {
+      x_offset += shape.a_stride[d];
+      y_offset += shape.b_stride[d];
+      if (++index[d] < shape.size[d]) {
+        break;
+      }
+      x_offset -= shape.a_stride[d] * shape.size[d];
+      y_offset -= shape.b_stride[d] * shape.size[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Calls `body(operation)` with the element operation of BinaryOp `op`
+// (alpha folded in); false for an unknown op.
+template <typename V, typename Body>
+bool with_binary_op(int64_t op, V alpha, Body&& body) {
+  switch (static_cast<BinaryOp>(op)) {
+    case BinaryOp::kAdd:
+      if (alpha == V(1)) {
+        body([](V p, V q) { return p + q; });
+      } else {
+        body([alpha](V p, V q) { return p + alpha * q; });
+      }
+      return true;
+    case BinaryOp::kSub:
+      body([alpha](V p, V q) { return p - alpha * q; });
+      return true;
+    case BinaryOp::kMul:
+      body([](V p, V q) { return p * q; });
+      return true;
+    case BinaryOp::kDiv:
+      body([](V p, V q) { return p / q; });
+      return true;
+    case BinaryOp::kPow:
+      body([](V p, V q) { return std::pow(p, q); });
+      return true;
+  }
+  return false;
 }
 
 template <typename V>
@@ -136,26 +208,29 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_binary) {
   return with_dtype(args, dtype, [&](auto element) {
     using E = decltype(element);
     using V = typename E::value;
-    const V scale = static_cast<V>(alpha);
-    switch (static_cast<BinaryOp>(op)) {
-      case BinaryOp::kAdd:
-        if (scale == V(1)) {
-          map2<E>(out, a, b, scalar, count, [](V p, V q) { return p + q; });
-        } else {
-          map2<E>(out, a, b, scalar, count, [scale](V p, V q) { return p + scale * q; });
-        }
-        return 0;
-      case BinaryOp::kSub:
-        map2<E>(out, a, b, scalar, count, [scale](V p, V q) { return p - scale * q; });
-        return 0;
-      case BinaryOp::kMul:
-        map2<E>(out, a, b, scalar, count, [](V p, V q) { return p * q; });
-        return 0;
-      case BinaryOp::kDiv:
-        map2<E>(out, a, b, scalar, count, [](V p, V q) { return p / q; });
-        return 0;
-    }
-    return args.fail("has no operation %lld", static_cast<long long>(op));
+    const bool known = with_binary_op<V>(op, static_cast<V>(alpha),
+                                         [&](auto operation) { map2<E>(out, a, b, scalar, count, operation); });
+    return known ? 0 : args.fail("has no operation %lld", static_cast<long long>(op));
+  });
+}
+
+TORCHPLUG_DEVICE_KERNEL(torchplug_binary_broadcast) {
+  const auto [out, a, b, dims, dtype, op, alpha] =
+      args.read<void*, const void*, const void*, int64_t, int64_t, int64_t, double>();
+  if (dims < 1 || dims > kMaxBroadcastDims) {
+    return args.fail("takes 1 to %lld dimensions, not %lld", static_cast<long long>(kMaxBroadcastDims),
+                     static_cast<long long>(dims));
+  }
+  BroadcastShape shape{dims, {}, {}, {}};
+  for (int64_t d = 0; d < dims; ++d) {
+    std::tie(shape.size[d], shape.a_stride[d], shape.b_stride[d]) = args.read<int64_t, int64_t, int64_t>();
+  }
+  return with_dtype(args, dtype, [&](auto element) {
+    using E = decltype(element);
+    using V = typename E::value;
+    const bool known = with_binary_op<V>(
+        op, static_cast<V>(alpha), [&](auto operation) { map2_broadcast<E>(out, a, b, shape, operation); });
+    return known ? 0 : args.fail("has no operation %lld", static_cast<long long>(op));
   });
 }
 

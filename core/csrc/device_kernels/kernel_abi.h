@@ -13,10 +13,17 @@ namespace torchplug::device_kernels {
 enum class DType : int64_t { kFloat32 = 0, kFloat64 = 1, kBFloat16 = 2 };
 
 // torchplug_binary(out*, a*, b*, count, dtype, op, alpha, scalar):
-// out = a op (alpha * b) for add and sub, a op b for mul and div; a NULL `b`
-// stands for the float64 `scalar`. `out` may be `a` or `b` (in place).
+// out = a op (alpha * b) for add and sub, a op b for mul, div and pow; a NULL
+// `b` stands for the float64 `scalar`. `out` may be `a` or `b` (in place).
 inline constexpr const char kBinary[] = "torchplug_binary";
-enum class BinaryOp : int64_t { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3 };
+enum class BinaryOp : int64_t { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3, kPow = 4 };
+
+// torchplug_binary_broadcast(out*, a*, b*, dims, dtype, op, alpha, then for
+// each of `dims` dimensions: size, a_stride, b_stride): the binary operation
+// over a and b read through their strides (in elements, 0 where one
+// broadcasts) into `out`, dense of those sizes, which overlaps neither.
+inline constexpr const char kBinaryBroadcast[] = "torchplug_binary_broadcast";
+inline constexpr int64_t kMaxBroadcastDims = 8;
 
 // torchplug_unary(out*, in*, count, dtype, op); `out` may be `in`.
 inline constexpr const char kUnary[] = "torchplug_unary";

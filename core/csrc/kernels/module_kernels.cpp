@@ -18,6 +18,7 @@
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/exp_ops.h>
@@ -30,6 +31,7 @@
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/neg_ops.h>
+#include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
@@ -96,12 +98,91 @@ void launch_binary(const at::Tensor& out, const at::Tensor& self, const BinaryOp
   }
 }
 
+// The shape `self op other` broadcasts to, when the broadcast kernel covers
+// the call: two device tensors of one type the kernels take, on one device,
+// of any strides, with at most kMaxBroadcastDims dimensions.
+std::optional<std::vector<int64_t>> broadcast_shape(const at::Tensor& self, const at::Tensor& other) {
+  const auto plain = [&](const at::Tensor& tensor) {
+    return tensor.defined() && tensor.device() == self.device() && tensor.layout() == c10::kStrided &&
+           tensor.scalar_type() == self.scalar_type() && !tensor.is_conj() && !tensor.is_neg();
+  };
+  if (self.device().is_cpu() || !plain(self) || !plain(other) || !kernel_dtype(self.scalar_type()).has_value()) {
+    return std::nullopt;
+  }
+  const int64_t dims = std::max(self.dim(), other.dim());
+  if (dims > dk::kMaxBroadcastDims) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> shape(dims);
+  for (int64_t d = 0; d < dims; ++d) {
+    const int64_t from_end = dims - d;
+    const int64_t left = from_end <= self.dim() ? self.size(-from_end) : 1;
+    const int64_t right = from_end <= other.dim() ? other.size(-from_end) : 1;
+    if (left != right && left != 1 && right != 1) {
+      return std::nullopt;  // torch's own error, through the fallback
+    }
+    shape[d] = left == 1 ? right : left;
+  }
+  return shape;
+}
+
+// out (dense, of the broadcast shape; self itself when in place) = self op other.
+void launch_broadcast(const at::Tensor& out, const at::Tensor& self, const at::Tensor& other, dk::BinaryOp op,
+                      const c10::Scalar& alpha) {
+  if (out.numel() == 0) {
+    return;
+  }
+  const at::Tensor left = self.expand(out.sizes());
+  const at::Tensor right = other.expand(out.sizes());
+  const int64_t dims = std::max<int64_t>(out.dim(), 1);
+  std::vector<TPD_KernelArg> args{pointer(out),    pointer(left),  pointer(right),
+                                  integer(dims),   dtype_of(out),  code(op),
+                                  number(alpha.toDouble())};
+  if (out.dim() == 0) {
+    args.insert(args.end(), {integer(1), integer(0), integer(0)});
+  }
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    args.insert(args.end(), {integer(out.size(d)), integer(left.stride(d)), integer(right.stride(d))});
+  }
+  launch(dk::kBinaryBroadcast, out.device(), args.data(), args.size());
+}
+
+// self op other by the broadcast kernel, if it covers the call.
+std::optional<at::Tensor> broadcast_binary(const at::Tensor& self, const at::Tensor& other, dk::BinaryOp op,
+                                           const c10::Scalar& alpha) {
+  if (alpha.isComplex()) {
+    return std::nullopt;
+  }
+  const std::optional<std::vector<int64_t>> shape = broadcast_shape(self, other);
+  if (!shape) {
+    return std::nullopt;
+  }
+  at::Tensor out = at::empty(*shape, self.options());
+  launch_broadcast(out, self, other, op, alpha);
+  return out;
+}
+
+// In place: self is dense of the broadcast shape and other is not a view of it.
+bool broadcast_binary_in_place(const at::Tensor& self, const at::Tensor& other, dk::BinaryOp op,
+                               const c10::Scalar& alpha) {
+  const std::optional<std::vector<int64_t>> shape = broadcast_shape(self, other);
+  if (alpha.isComplex() || !shape || !dense_on(self, self.device()) || self.sizes() != c10::IntArrayRef(*shape) ||
+      other.storage().is_alias_of(self.storage())) {
+    return false;
+  }
+  launch_broadcast(self, self, other, op, alpha);
+  return true;
+}
+
 template <typename Op, dk::BinaryOp kOp>
 at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
   if (const auto operands = binary_operands(self, other, 1)) {
     at::Tensor out = at::empty(self.sizes(), self.options());
     launch_binary(out, self, *operands, kOp, 1);
     return out;
+  }
+  if (auto out = broadcast_binary(self, other, kOp, 1)) {
+    return *out;
   }
   return call_through_fallback<Op>(fallback_keys(self, other), self, other);
 }
@@ -113,6 +194,9 @@ at::Tensor binary_alpha(const at::Tensor& self, const at::Tensor& other, const c
     launch_binary(out, self, *operands, kOp, alpha);
     return out;
   }
+  if (auto out = broadcast_binary(self, other, kOp, alpha)) {
+    return *out;
+  }
   return call_through_fallback<Op>(fallback_keys(self, other), self, other, alpha);
 }
 
@@ -120,6 +204,9 @@ template <typename Op, dk::BinaryOp kOp>
 at::Tensor& binary_in_place(at::Tensor& self, const at::Tensor& other) {
   if (const auto operands = binary_operands(self, other, 1)) {
     launch_binary(self, self, *operands, kOp, 1);
+    return self;
+  }
+  if (broadcast_binary_in_place(self, other, kOp, 1)) {
     return self;
   }
   return call_through_fallback<Op>(fallback_keys(self, other), self, other);
@@ -131,7 +218,20 @@ at::Tensor& binary_alpha_in_place(at::Tensor& self, const at::Tensor& other, con
     launch_binary(self, self, *operands, kOp, alpha);
     return self;
   }
+  if (broadcast_binary_in_place(self, other, kOp, alpha)) {
+    return self;
+  }
   return call_through_fallback<Op>(fallback_keys(self, other), self, other, alpha);
+}
+
+// self ** exponent, a real number.
+at::Tensor pow_scalar(const at::Tensor& self, const c10::Scalar& exponent) {
+  if (dense_on(self, self.device()) && !exponent.isComplex()) {
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    launch_binary(out, self, BinaryOperands{at::Tensor(), exponent.toDouble()}, dk::BinaryOp::kPow, 1);
+    return out;
+  }
+  return call_through_fallback<at::_ops::pow_Tensor_Scalar>(fallback_keys(self), self, exponent);
 }
 
 // ------------------------------------------------------------ activations
@@ -300,6 +400,22 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
     }
   }
   return call_through_fallback<at::_ops::addmm>(fallback_keys(self, mat1, mat2), self, mat1, mat2, beta, alpha);
+}
+
+// One product per batch entry, each into its slice of the result.
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  if (self.dim() == 3 && mat2.dim() == 3 && self.size(0) > 0 && self.size(0) == mat2.size(0) &&
+      self.size(2) == mat2.size(1) && !self.device().is_cpu()) {
+    at::Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
+    // The entries share their types, devices and layouts: the first covered, all are.
+    if (gemm(nullptr, self[0], mat2[0], 0.0, 1.0, out[0])) {
+      for (int64_t entry = 1; entry < self.size(0); ++entry) {
+        gemm(nullptr, self[entry], mat2[entry], 0.0, 1.0, out[entry]);
+      }
+      return out;
+    }
+  }
+  return call_through_fallback<at::_ops::bmm>(fallback_keys(self, mat2), self, mat2);
 }
 
 // Inductor calls the out= variants (extern_kernels.mm(a, b, out=buffer)).
@@ -535,6 +651,8 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("mm", TORCH_FN(mm));
   library.impl("addmm", TORCH_FN(addmm));
   library.impl("mm.out", TORCH_FN(mm_out_on_device));
+  library.impl("bmm", TORCH_FN(bmm));
+  library.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar));
   library.impl("addmm.out", TORCH_FN(addmm_out_on_device));
   library.impl("_softmax", TORCH_FN((softmax<at::_ops::_softmax, false>)));
   library.impl("_log_softmax", TORCH_FN((softmax<at::_ops::_log_softmax, true>)));
