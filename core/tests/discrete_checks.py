@@ -385,6 +385,59 @@ def broadcasts_powers_and_batched_products_match_the_cpu() -> object:
 
 
 @check
+def layer_norm_matches_the_cpu() -> object:
+    """native_layer_norm and its backward run as device kernels, with or without the
+    affine parameters, over one or several normalised dimensions."""
+    torch.manual_seed(0)
+    problems = []
+    torch.dsc.reset_fallback_report()
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        tolerance = {"rtol": 0.03, "atol": 0.03} if dtype == torch.bfloat16 else {}
+        for shape, normalized, affine in (
+            ((4, 7), (7,), True),
+            ((2, 3, 5), (3, 5), True),
+            ((6, 33), (33,), False),
+            ((0, 4), (4,), True),
+        ):
+            x = torch.randn(shape, dtype=dtype) * 3 + 1
+            parameters = (
+                [torch.randn(normalized, dtype=dtype), torch.randn(normalized, dtype=dtype)]
+                if affine
+                else [None, None]
+            )
+            grad = torch.randn(shape, dtype=dtype)
+            leaves = [t.requires_grad_() if t is not None else None for t in (x, *parameters)]
+            expected = torch.nn.functional.layer_norm(leaves[0], normalized, *leaves[1:], eps=1e-5)
+            expected_grads = torch.autograd.grad(
+                expected, [t for t in leaves if t is not None], grad
+            )
+            device_leaves = [
+                t.detach().to(DEVICE).requires_grad_() if t is not None else None for t in leaves
+            ]
+            result = torch.nn.functional.layer_norm(
+                device_leaves[0], normalized, *device_leaves[1:], eps=1e-5
+            )
+            grads = torch.autograd.grad(
+                result, [t for t in device_leaves if t is not None], grad.to(DEVICE)
+            )
+            for name, device_value, cpu_value in [("out", result, expected)] + [
+                (f"grad {i}", g, e)
+                for i, (g, e) in enumerate(zip(grads, expected_grads, strict=True))
+            ]:
+                try:
+                    torch.testing.assert_close(
+                        device_value.detach().cpu(), cpu_value.detach(), **tolerance
+                    )
+                except AssertionError as error:
+                    problems.append(f"{dtype} {shape} over {normalized} {name}: {error}")
+    covered = {"aten::native_layer_norm", "aten::native_layer_norm_backward"}
+    through = {row.operator for row in torch.dsc.fallback_report()} & covered
+    if through:
+        problems.append(f"through the fallback: {sorted(through)}")
+    return [not problems, *problems[:5]]
+
+
+@check
 def optimizer_steps_run_on_the_device() -> object:
     """The foreach operators of Adam, AdamW and SGD are one device kernel per list,
     with the CPU's results; a list the kernel does not cover (two element types)

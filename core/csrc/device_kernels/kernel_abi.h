@@ -67,6 +67,16 @@ inline constexpr const char kNllLoss[] = "torchplug_nll_loss";
 // total_weight*, rows, classes, reduction, ignore_index, dtype).
 inline constexpr const char kNllLossBackward[] = "torchplug_nll_loss_backward";
 
+// torchplug_layer_norm(out*, mean*, rstd*, input*, weight*, bias*, rows,
+// columns, eps, dtype): native_layer_norm over each of `rows` rows of
+// `columns` elements; weight and bias (`columns` each) may be NULL; mean and
+// rstd get one value per row, in the input's type.
+inline constexpr const char kLayerNorm[] = "torchplug_layer_norm";
+// torchplug_layer_norm_backward(grad_input*, grad_weight*, grad_bias*,
+// grad_out*, input*, mean*, rstd*, weight*, rows, columns, dtype): the
+// gradients asked for (the others NULL); weight may be NULL.
+inline constexpr const char kLayerNormBackward[] = "torchplug_layer_norm_backward";
+
 // torchplug_foreach(op, dtype, count, then for each of `count` tensors:
 // out*, a*, b*, c*, numel, scalar): the optimizers' foreach steps, one
 // launch for a whole parameter list. Per tensor, with s its `scalar`:

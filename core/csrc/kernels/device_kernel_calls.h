@@ -30,6 +30,11 @@ bool dense_on(const at::Tensor& tensor, c10::Device device);
 // dense_on `model`'s device, of its type and shape.
 bool dense_like(const at::Tensor& tensor, const at::Tensor& model);
 
+// An optional tensor argument's tensor, undefined when it is absent.
+inline at::Tensor defined_or_none(const std::optional<at::Tensor>& tensor) {
+  return tensor.has_value() ? *tensor : at::Tensor();
+}
+
 // Kernel arguments: a tensor's device address (null when undefined), an
 // int64, a float64, an enum's value, a tensor's element type.
 TPD_KernelArg pointer(const at::Tensor& tensor);

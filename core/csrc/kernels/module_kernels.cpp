@@ -575,10 +575,6 @@ bool nll_loss_operands(const at::Tensor& self, const at::Tensor& target, const s
           weight->scalar_type() == self.scalar_type() && weight->dim() == 1 && weight->numel() == self.size(-1));
 }
 
-at::Tensor defined_or_none(const std::optional<at::Tensor>& tensor) {
-  return tensor.has_value() ? *tensor : at::Tensor();
-}
-
 std::tuple<at::Tensor, at::Tensor> nll_loss_forward(const at::Tensor& self, const at::Tensor& target,
                                                     const std::optional<at::Tensor>& weight, int64_t reduction,
                                                     c10::SymInt ignore_index) {
