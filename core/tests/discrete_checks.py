@@ -168,7 +168,7 @@ DEVICE_KERNEL_OPERATORS = {
     "aten::addmm", "aten::_softmax", "aten::_log_softmax", "aten::threshold_backward",
     "aten::sigmoid_backward", "aten::tanh_backward", "aten::gelu_backward",
     "aten::silu_backward", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
-    "aten::fill_.Scalar", "aten::sum", "aten::sum.dim_IntList", "aten::nll_loss_forward",
+    "aten::fill_.Scalar", "aten::zero_", "aten::sum", "aten::sum.dim_IntList", "aten::nll_loss_forward",
     "aten::nll_loss_backward",
 }  # fmt: skip
 
@@ -218,6 +218,8 @@ def device_kernels_run_on_the_device() -> object:
         device_y.add_(device_y, alpha=2).mul_(3).relu_()
         if not torch.equal(device_y.cpu(), y.add(y, alpha=2).mul(3).relu()):
             problems.append(f"{dtype}: in-place arithmetic differs")
+        if not same(device_y.zero_(), torch.zeros(7, dtype=dtype)):
+            problems.append(f"{dtype}: zero_ left values")
     for dtype in (torch.float32, torch.float64):
         logits = torch.randn(8, 5, dtype=dtype, requires_grad=True)
         targets = torch.tensor([0, 4, 1, -100, 2, 3, 3, 1])

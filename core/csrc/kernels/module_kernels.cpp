@@ -42,6 +42,7 @@
 #include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
+#include <ATen/ops/zero_ops.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/string_view.h>
 
@@ -500,6 +501,14 @@ at::Tensor& fill(at::Tensor& self, const c10::Scalar& value) {
   return call_through_fallback<at::_ops::fill__Scalar>(fallback_keys(self), self, value);
 }
 
+// zero_ has a CPU kernel of its own, so it does not reach fill_ by itself.
+at::Tensor& zero(at::Tensor& self) {
+  if (dense_on(self, self.device())) {
+    return fill(self, 0);
+  }
+  return call_through_fallback<at::_ops::zero_>(fallback_keys(self), self);
+}
+
 // The sum of `self` over `dims` (all when empty) when they are adjacent
 // dimensions: `self` read as (outer, reduce, inner).
 std::optional<at::Tensor> sum_over(const at::Tensor& self, std::vector<int64_t> dims, bool keepdim,
@@ -655,6 +664,7 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("_softmax_backward_data",
                TORCH_FN((softmax_backward<at::_ops::_softmax_backward_data, false>)));
   library.impl("fill_.Scalar", TORCH_FN(fill));
+  library.impl("zero_", TORCH_FN(zero));
   library.impl("sum", TORCH_FN(sum_all));
   library.impl("sum.dim_IntList", TORCH_FN(sum_dims));
   library.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
