@@ -404,7 +404,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
 }
 
 // One product per batch entry, each into its slice of the result.
-at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+at::Tensor bmm_on_device(const at::Tensor& self, const at::Tensor& mat2) {
   if (self.dim() == 3 && mat2.dim() == 3 && self.size(0) > 0 && self.size(0) == mat2.size(0) &&
       self.size(2) == mat2.size(1) && !self.device().is_cpu()) {
     at::Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
@@ -656,7 +656,7 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("mm", TORCH_FN(mm));
   library.impl("addmm", TORCH_FN(addmm));
   library.impl("mm.out", TORCH_FN(mm_out_on_device));
-  library.impl("bmm", TORCH_FN(bmm));
+  library.impl("bmm", TORCH_FN(bmm_on_device));
   library.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar));
   library.impl("addmm.out", TORCH_FN(addmm_out_on_device));
   library.impl("_softmax", TORCH_FN((softmax<at::_ops::_softmax, false>)));
