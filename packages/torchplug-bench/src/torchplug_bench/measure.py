@@ -77,10 +77,10 @@ def _measurements(
         from torchplug_bench.zoo import bench_zoo
 
         return [lambda: bench_zoo(device, rounds)]
-    if benchmark == "discrete":
+    if benchmark in ("discrete", "discrete_zoo"):
         from torchplug_bench.discrete import bench_discrete
 
-        return [lambda: bench_discrete(rounds)]
+        return [lambda: bench_discrete(rounds, benchmark)]
     from torchplug_bench.compile import bench_compile
 
     return [lambda: bench_compile(device, rounds)]

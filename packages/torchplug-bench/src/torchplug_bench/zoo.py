@@ -33,7 +33,7 @@ from torchplug_bench.figures import (
     step_time_figure,
     synchronizer,
 )
-from torchplug_bench.targets import zoo_step
+from torchplug_bench.targets import Row, zoo_step
 
 VOCAB = 99
 MODEL_SEED = 0
@@ -280,8 +280,9 @@ def _steps_per_round(step: Candidate, round_seconds: float) -> int:
     return max(2, min(50, math.ceil(round_seconds / (time.perf_counter() - started))))
 
 
-def _bench_model(spec: ZooModel, device: str, rounds: int, round_seconds: float) -> Figure:
-    row = zoo_step(spec.name)
+def _bench_model(
+    spec: ZooModel, device: str, rounds: int, round_seconds: float, row: Row
+) -> Figure:
     if not available(spec):
         return Figure.failed(row, f"needs {spec.library}, which is not installed")
     try:
@@ -300,6 +301,16 @@ def _bench_model(spec: ZooModel, device: str, rounds: int, round_seconds: float)
     return step_time_figure(row, times, device)
 
 
-def bench_zoo(device: str, rounds: int, round_seconds: float = 0.15) -> list[Figure]:
-    """One figure per trainable zoo model: its step time or why it has none."""
-    return [_bench_model(spec, device, rounds, round_seconds) for spec in MODELS if spec.trains]
+def bench_zoo(
+    device: str,
+    rounds: int,
+    round_seconds: float = 0.15,
+    row_of: Callable[[str], Row] = zoo_step,
+) -> list[Figure]:
+    """One figure per trainable zoo model (its row ``row_of(name)``): its step time
+    or why it has none."""
+    return [
+        _bench_model(spec, device, rounds, round_seconds, row_of(spec.name))
+        for spec in MODELS
+        if spec.trains
+    ]
