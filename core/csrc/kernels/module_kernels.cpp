@@ -647,18 +647,18 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("tanh", TORCH_FN((unary<at::_ops::tanh, UnaryOp::kTanh>)));
   library.impl("exp", TORCH_FN((unary<at::_ops::exp, UnaryOp::kExp>)));
   library.impl("silu", TORCH_FN((unary<at::_ops::silu, UnaryOp::kSilu>)));
+  library.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar));
   library.impl("gelu", TORCH_FN(gelu));
   library.impl("threshold_backward", TORCH_FN(threshold_backward));
   library.impl("sigmoid_backward", TORCH_FN((unary_backward<at::_ops::sigmoid_backward, UnaryOp::kSigmoid>)));
   library.impl("tanh_backward", TORCH_FN((unary_backward<at::_ops::tanh_backward, UnaryOp::kTanh>)));
-  library.impl("silu_backward", TORCH_FN((unary_backward<at::_ops::silu_backward, UnaryOp::kSilu>)));
   library.impl("gelu_backward", TORCH_FN(gelu_backward));
+  library.impl("silu_backward", TORCH_FN((unary_backward<at::_ops::silu_backward, UnaryOp::kSilu>)));
   library.impl("mm", TORCH_FN(mm));
   library.impl("addmm", TORCH_FN(addmm));
   library.impl("mm.out", TORCH_FN(mm_out_on_device));
-  library.impl("bmm", TORCH_FN(bmm_on_device));
-  library.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar));
   library.impl("addmm.out", TORCH_FN(addmm_out_on_device));
+  library.impl("bmm", TORCH_FN(bmm_on_device));
   library.impl("_softmax", TORCH_FN((softmax<at::_ops::_softmax, false>)));
   library.impl("_log_softmax", TORCH_FN((softmax<at::_ops::_log_softmax, true>)));
   library.impl("_softmax_backward_data",
@@ -667,10 +667,10 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("zero_", TORCH_FN(zero));
   library.impl("sum", TORCH_FN(sum_all));
   library.impl("sum.dim_IntList", TORCH_FN(sum_dims));
-  library.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
-  library.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
   library.impl("_log_softmax_backward_data",
                TORCH_FN((softmax_backward<at::_ops::_log_softmax_backward_data, true>)));
+  library.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
+  library.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
 }
 
 }  // namespace torchplug
