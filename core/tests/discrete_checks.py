@@ -168,7 +168,7 @@ DEVICE_KERNEL_OPERATORS = {
     "aten::addmm", "aten::_softmax", "aten::_log_softmax", "aten::threshold_backward",
     "aten::sigmoid_backward", "aten::tanh_backward", "aten::gelu_backward",
     "aten::silu_backward", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
-    "aten::fill_.Scalar", "aten::zero_", "aten::sum", "aten::sum.dim_IntList", "aten::nll_loss_forward",
+    "aten::fill_.Scalar", "aten::zero_", "aten::sum", "aten::mean.dim", "aten::sum.dim_IntList", "aten::nll_loss_forward",
     "aten::nll_loss_backward",
 }  # fmt: skip
 
@@ -245,6 +245,13 @@ def device_kernels_run_on_the_device() -> object:
         for dims in ((0,), (1, 2), (-1,), None):
             if not close(bias.to(DEVICE).sum(dims), bias.sum(dims)):
                 problems.append(f"sum over {dims} in {dtype} differs")
+            if dims is not None and not close(
+                bias.to(DEVICE).mean(dims, keepdim=True), bias.mean(dims, keepdim=True)
+            ):
+                problems.append(f"mean over {dims} in {dtype} differs")
+        scalar = torch.tensor(2.5, dtype=dtype)
+        if not close(scalar.to(DEVICE).mean(0), scalar.mean(0)):
+            problems.append(f"mean of a 0-dim tensor in {dtype} differs")
     # A target out of range fails the kernel; the error names it, and the device goes on.
     try:
         torch.nn.functional.nll_loss(

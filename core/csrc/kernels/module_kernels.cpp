@@ -24,6 +24,7 @@
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
@@ -565,6 +566,22 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype)
   return call_through_fallback<at::_ops::sum>(fallback_keys(self), self, dtype);
 }
 
+// The mean as the CPU computes it: the sum, divided by the count it summed.
+at::Tensor mean_dims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<c10::ScalarType> dtype) {
+  std::vector<int64_t> dims = dim.has_value() ? dim->vec() : std::vector<int64_t>();
+  if (auto out = sum_over(self, dims, keepdim, dtype)) {
+    // A 0-dim tensor takes dim 0 or -1 as its only element.
+    int64_t count = dims.empty() || self.dim() == 0 ? self.numel() : 1;
+    for (const int64_t d : self.dim() == 0 ? std::vector<int64_t>() : dims) {
+      count *= self.size(d);
+    }
+    launch_binary(*out, *out, BinaryOperands{at::Tensor(), static_cast<double>(count)}, dk::BinaryOp::kDiv, 1);
+    return *out;
+  }
+  return call_through_fallback<at::_ops::mean_dim>(fallback_keys(self), self, dim, keepdim, dtype);
+}
+
 // ------------------------------------------------------------ nll_loss
 
 // What the loss kernels take: `self` (N x C or C) dense, int64 targets of its
@@ -667,6 +684,7 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("zero_", TORCH_FN(zero));
   library.impl("sum", TORCH_FN(sum_all));
   library.impl("sum.dim_IntList", TORCH_FN(sum_dims));
+  library.impl("mean.dim", TORCH_FN(mean_dims));
   library.impl("_log_softmax_backward_data",
                TORCH_FN((softmax_backward<at::_ops::_log_softmax_backward_data, true>)));
   library.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
