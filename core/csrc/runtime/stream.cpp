@@ -1,29 +1,10 @@
 #include "runtime/stream.h"
 
-#include <chrono>
 #include <utility>
 
+#include "runtime/spin_wait.h"
+
 namespace torchplug::runtime {
-namespace {
-
-// A launch usually follows the last one by a few microseconds, and a host
-// wait usually ends as soon: both sides poll that long before they sleep,
-// since waking a sleeping thread costs tens of microseconds.
-constexpr auto kSpinBeforeSleeping = std::chrono::microseconds(50);
-
-template <typename Ready>
-bool spin_until(Ready ready) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeSleeping;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-}  // namespace
 
 Stream::Stream(int device, int64_t id, int priority) : device_(device), id_(id), priority_(priority) {}
 
@@ -75,7 +56,7 @@ bool Stream::forget_error(const std::exception_ptr& error) {
 
 void Stream::wait_idle() {
   const uint64_t target = submitted_.load(std::memory_order_acquire);
-  if (spin_until([&] { return completed_.load(std::memory_order_acquire) >= target; })) {
+  if (poll_until([&] { return completed_.load(std::memory_order_acquire) >= target; })) {
     return;
   }
   std::unique_lock<std::mutex> lock(mutex_);
@@ -87,7 +68,7 @@ void Stream::run() {
   while (true) {
     if (queue_.empty() && !stopping_) {
       lock.unlock();
-      spin_until([&] { return submitted_.load(std::memory_order_acquire) > completed_.load(std::memory_order_relaxed); });
+      poll_until([&] { return submitted_.load(std::memory_order_acquire) > completed_.load(std::memory_order_relaxed); });
       lock.lock();
     }
     work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });

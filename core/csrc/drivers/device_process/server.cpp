@@ -32,7 +32,8 @@ uint64_t value_of(const void* pointer) { return static_cast<uint64_t>(reinterpre
 
 // Requests that may wait for a stream run on a thread of their own, so that
 // the receiving thread stays free for the host-function answers they may
-// depend on; every other request is answered in arrival order.
+// depend on; every other request is answered in arrival order (a wait
+// with nothing left to wait for is answered at once, without a thread).
 bool may_wait(Op op) {
   switch (op) {
     case Op::kClientDestroy:
@@ -130,12 +131,34 @@ void Server::run() {
     const size_t payload_size = size - sizeof request;
     if (request.op == Op::kHostFunctionDone) {
       finish_host_call(request.id, static_cast<int>(request.value), std::string(payload, payload_size));
-    } else if (may_wait(request.op)) {
+    } else if (may_wait(request.op) && !settled(request)) {
       std::thread([this, request] { handle(request, nullptr, 0, -1); }).detach();
     } else {
       handle(request, payload, payload_size, attached);
     }
   }
+}
+
+bool Server::settled(const Request& request) {
+  auto* client = handle_of<TPD_Client>(request.client);
+  TPD_Error* error = nullptr;
+  bool nothing_queued = false;
+  if (request.op == Op::kStreamSynchronize || request.op == Op::kStreamWaitIdle) {
+    TPD_Stream_Query_Args args{TPD_Stream_Query_Args_STRUCT_SIZE, client, handle_of<TPD_Stream>(request.stream), 0, 0};
+    error = api_.stream_query(&args);
+    nothing_queued = args.idle != 0 || args.failed != 0;
+  } else if (request.op == Op::kEventSynchronize) {
+    TPD_Event_Query_Args args{TPD_Event_Query_Args_STRUCT_SIZE, client, handle_of<TPD_Event>(request.event), 0};
+    error = api_.event_query(&args);
+    nothing_queued = args.completed != 0;
+  }
+  if (error != nullptr) {
+    // A bad handle: the request itself fails at once, with the driver's own message.
+    TPD_Error_Destroy_Args destroy{TPD_Error_Destroy_Args_STRUCT_SIZE, error};
+    api_.error_destroy(&destroy);
+    return true;
+  }
+  return nothing_queued;
 }
 
 void Server::reply(uint64_t id, const Reply& answer, const void* payload, size_t size) {

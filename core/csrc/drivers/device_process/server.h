@@ -45,6 +45,10 @@ class Server {
     std::string message;
   };
 
+  // Whether a request that may wait (may_wait) would return at once: its
+  // stream has nothing queued or has failed, its event completed, or a
+  // handle is bad (which fails at once).
+  bool settled(const remote::Request& request);
   // Answers one request; `attached` is a descriptor sent with it (or -1),
   // which the handler owns.
   void handle(const remote::Request& request, const char* payload, size_t payload_size, int attached);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -17,6 +18,7 @@
 #include <system_error>
 #include <vector>
 
+#include "runtime/spin_wait.h"
 #include "torchplug/driver.h"
 
 extern char** environ;
@@ -152,6 +154,10 @@ Reply Connection::call(Request request, const void* payload, size_t payload_size
     pending_.erase(request.id);
     throw Error(TPD_INTERNAL, std::string("The torchplug remote driver could not send a request: ") + error.what());
   }
+  if (sent) {
+    // A reply may wait for the device's work (a copy from it), so it is polled for longer than a message.
+    runtime::poll_until([&] { return pending.done.load(std::memory_order_acquire); }, 2 * runtime::kPollBeforeSleeping);
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   // A request that could not be sent gets no reply: the receiving thread sees
   // the device process's end and says how it came.
@@ -204,7 +210,7 @@ void Connection::receive() {
     if (found != pending_.end()) {
       found->second->reply = reply;
       found->second->payload.assign(buffer.data() + sizeof reply, size - sizeof reply);
-      found->second->done = true;
+      found->second->done.store(true, std::memory_order_release);
       replied_.notify_all();
     }
   }

@@ -9,6 +9,7 @@
 // started cannot use it (its parent's device) and gets TPD_UNAVAILABLE too.
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -50,7 +51,7 @@ class Connection {
 
  private:
   struct Pending {
-    bool done = false;
+    std::atomic<bool> done{false};
     Reply reply{};
     std::string payload;
   };

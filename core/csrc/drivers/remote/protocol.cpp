@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "drivers/remote/protocol.h"
+#include "runtime/spin_wait.h"
 
 namespace torchplug::remote {
 
@@ -48,11 +49,16 @@ size_t receive_message(int socket, void* buffer, int* attached_fd) {
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
   message.msg_control = control;
   message.msg_controllen = sizeof control;
-  ssize_t received;
-  while ((received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC)) < 0) {
-    if (errno == EINTR) {
-      continue;
+  ssize_t received = -1;
+  const auto receive = [&](int flags) {
+    while ((received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC | flags)) < 0 && errno == EINTR) {
     }
+    return received >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+  };
+  if (!runtime::poll_until([&] { return receive(MSG_DONTWAIT); })) {
+    receive(0);
+  }
+  if (received < 0) {
     if (errno == ECONNRESET || errno == EBADF) {
       return 0;
     }
