@@ -338,9 +338,24 @@ def fsdp2(device: str, rank: int, world: int) -> None:
         torch.testing.assert_close(full.detach().cpu(), expected.detach(), msg=name)
 
 
+def activate_discrete_device(device: str, driver: str) -> None:
+    """Declares `device` on a discrete driver ("remote", or "hidden": the
+    simulator with host-addressable memory hidden), as discrete_checks.py does."""
+    from torchplug import Backend, get_remote_driver
+
+    if driver == "remote":
+        backend = Backend(name=device, driver=get_remote_driver(), driver_options="devices=2")
+    else:
+        backend = Backend(name=device, driver_options="hidden_capabilities=1")
+    status = backend.autoload()
+    assert status.active, status.reason
+
+
 def main() -> None:
     names, device, rank, world, store = sys.argv[1:]
     os.environ["STORE_FILE"] = store
+    if "DISCRETE_DRIVER" in os.environ:
+        activate_discrete_device(device, os.environ["DISCRETE_DRIVER"])
     for name in names.split(","):
         os.environ["SCENARIO"] = name
         print(f"BEGIN {name}", flush=True)

@@ -78,10 +78,14 @@ Options with_transport_op(Options opts, const Average& average) {
 }  // namespace
 
 DeviceCollectives::DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport,
-                                     c10::intrusive_ptr<c10d::Backend> checks, int rank, int size)
+                                     c10::intrusive_ptr<c10d::Backend> checks, int rank, int size,
+                                     const std::vector<c10::DeviceType>& staged)
     : c10d::Backend(rank, size), transport_(std::move(transport)), agreement_(std::move(checks)),
-      devices_(kDeviceTypeCount) {
+      devices_(kDeviceTypeCount), staged_(kDeviceTypeCount, false) {
   TORCH_CHECK(transport_, "The torchplug collective backend needs a transport backend (Gloo).");
+  for (const c10::DeviceType type : staged) {
+    staged_[static_cast<size_t>(type)] = true;
+  }
 }
 
 void DeviceCollectives::setBoundDeviceId(std::optional<at::Device> device) {
@@ -115,6 +119,10 @@ void DeviceCollectives::check_device(const char* collective, const at::Tensor& t
 
 at::Tensor DeviceCollectives::host_view(const char* collective, const at::Tensor& tensor) {
   check_device(collective, tensor);
+  if (stages(tensor)) {
+    // A blocking copy, after the work queued on the device's current stream.
+    return tensor.to(c10::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  }
   enter_device(collective, tensor.device(), {tensor});
   return alias_on_host(tensor);
 }
@@ -138,20 +146,43 @@ std::vector<std::vector<at::Tensor>> DeviceCollectives::host_views(
   return views;
 }
 
+c10::intrusive_ptr<c10d::Work> DeviceCollectives::work(c10::intrusive_ptr<c10d::Work> transport_work,
+                                                       std::vector<at::Tensor> outputs,
+                                                       std::vector<at::Tensor> host_outputs, c10d::OpType op_type,
+                                                       std::function<void()> finish) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies_back;
+  for (size_t i = 0; i < host_outputs.size(); ++i) {
+    if (stages(outputs[i])) {
+      copies_back.emplace_back(outputs[i], host_outputs[i]);
+    }
+  }
+  if (!copies_back.empty()) {
+    finish = [finish = std::move(finish), copies_back = std::move(copies_back)] {
+      if (finish) {
+        finish();
+      }
+      for (const auto& [device_output, host_output] : copies_back) {
+        device_output.copy_(host_output);
+      }
+    };
+  }
+  return c10::make_intrusive<DeviceWork>(std::move(transport_work), std::move(outputs), op_type, getRank(),
+                                         std::move(finish));
+}
+
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduction_work(c10::intrusive_ptr<c10d::Work> transport_work,
                                                                  std::vector<at::Tensor> outputs, c10d::OpType op_type,
                                                                  const Average& average,
                                                                  std::vector<at::Tensor> host_outputs) {
-  return c10::make_intrusive<DeviceWork>(std::move(transport_work), std::move(outputs), op_type, getRank(),
-                                         average.requested ? divide_by(getSize(), std::move(host_outputs)) : nullptr);
+  std::function<void()> finish = average.requested ? divide_by(getSize(), host_outputs) : nullptr;
+  return work(std::move(transport_work), std::move(outputs), std::move(host_outputs), op_type, std::move(finish));
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   auto views = host_views("broadcast", tensors);
   agreement_.require("broadcast", c10d::OpType::BROADCAST, tensors);
-  return c10::make_intrusive<DeviceWork>(transport_->broadcast(views, opts), tensors, c10d::OpType::BROADCAST,
-                                         getRank());
+  return work(transport_->broadcast(views, opts), tensors, views, c10d::OpType::BROADCAST);
 }
 
 template <typename CollectiveOptions>
@@ -191,8 +222,8 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::gather_into_lists(
   auto output_views = host_views(collective, outputs);
   auto input_views = host_views(collective, inputs);
   agreement_.require(collective, op_type, inputs);
-  return c10::make_intrusive<DeviceWork>((transport_.get()->*transport_call)(output_views, input_views, opts),
-                                         flatten(outputs), op_type, getRank());
+  return work((transport_.get()->*transport_call)(output_views, input_views, opts), flatten(outputs),
+              flatten(output_views), op_type);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -206,8 +237,8 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::_allgather_base(at::Tensor& ou
   auto output_view = host_view("all_gather_into_tensor", output);
   auto input_view = host_view("all_gather_into_tensor", input);
   agreement_.require("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, {input, output});
-  return c10::make_intrusive<DeviceWork>(transport_->_allgather_base(output_view, input_view, opts),
-                                         std::vector<at::Tensor>{output}, c10d::OpType::_ALLGATHER_BASE, getRank());
+  return work(transport_->_allgather_base(output_view, input_view, opts), {output}, {output_view},
+              c10d::OpType::_ALLGATHER_BASE);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -222,9 +253,8 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::allgather_into_tensor_coalesce
   auto output_views = host_views("all_gather_into_tensor_coalesced", outputs);
   auto input_views = host_views("all_gather_into_tensor_coalesced", inputs);
   agreement_.require("all_gather_into_tensor_coalesced", c10d::OpType::COALESCED, inputs);
-  return c10::make_intrusive<DeviceWork>(
-      transport_->allgather_into_tensor_coalesced(output_views, input_views, opts), outputs,
-      c10d::OpType::COALESCED, getRank());
+  return work(transport_->allgather_into_tensor_coalesced(output_views, input_views, opts), outputs, output_views,
+              c10d::OpType::COALESCED);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -232,8 +262,8 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::gather(std::vector<std::vector
                                                          const c10d::GatherOptions& opts) {
   auto output_views = host_views("gather", outputs);
   auto input_views = host_views("gather", inputs);
-  return c10::make_intrusive<DeviceWork>(transport_->gather(output_views, input_views, opts), flatten(outputs),
-                                         c10d::OpType::GATHER, getRank());
+  return work(transport_->gather(output_views, input_views, opts), flatten(outputs), flatten(output_views),
+              c10d::OpType::GATHER);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::scatter(std::vector<at::Tensor>& outputs,
@@ -241,8 +271,7 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::scatter(std::vector<at::Tensor
                                                           const c10d::ScatterOptions& opts) {
   auto output_views = host_views("scatter", outputs);
   auto input_views = host_views("scatter", inputs);
-  return c10::make_intrusive<DeviceWork>(transport_->scatter(output_views, input_views, opts), outputs,
-                                         c10d::OpType::SCATTER, getRank());
+  return work(transport_->scatter(output_views, input_views, opts), outputs, output_views, c10d::OpType::SCATTER);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -283,9 +312,8 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::alltoall_base(at::Tensor& outp
                                                                 const c10d::AllToAllOptions& opts) {
   auto output_view = host_view("all_to_all_single", output);
   auto input_view = host_view("all_to_all_single", input);
-  return c10::make_intrusive<DeviceWork>(
-      transport_->alltoall_base(output_view, input_view, output_split_sizes, input_split_sizes, opts),
-      std::vector<at::Tensor>{output}, c10d::OpType::ALLTOALL_BASE, getRank());
+  return work(transport_->alltoall_base(output_view, input_view, output_split_sizes, input_split_sizes, opts),
+              {output}, {output_view}, c10d::OpType::ALLTOALL_BASE);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::alltoall(std::vector<at::Tensor>& outputs,
@@ -293,37 +321,34 @@ c10::intrusive_ptr<c10d::Work> DeviceCollectives::alltoall(std::vector<at::Tenso
                                                            const c10d::AllToAllOptions& opts) {
   auto output_views = host_views("all_to_all", outputs);
   auto input_views = host_views("all_to_all", inputs);
-  return c10::make_intrusive<DeviceWork>(transport_->alltoall(output_views, input_views, opts), outputs,
-                                         c10d::OpType::ALLTOALL, getRank());
+  return work(transport_->alltoall(output_views, input_views, opts), outputs, output_views, c10d::OpType::ALLTOALL);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   auto views = host_views("send", tensors);
-  return c10::make_intrusive<DeviceWork>(transport_->send(views, dst_rank, tag), tensors, c10d::OpType::SEND,
-                                         getRank());
+  // What was sent is not copied back: the caller may write the tensor again once send() returned.
+  return work(transport_->send(views, dst_rank, tag), tensors, /*host_outputs=*/{}, c10d::OpType::SEND);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   auto views = host_views("recv", tensors);
-  return c10::make_intrusive<DeviceWork>(transport_->recv(views, src_rank, tag), tensors, c10d::OpType::RECV,
-                                         getRank());
+  return work(transport_->recv(views, src_rank, tag), tensors, views, c10d::OpType::RECV);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   auto views = host_views("recv", tensors);
-  return c10::make_intrusive<DeviceWork>(transport_->recvAnysource(views, tag), tensors,
-                                         c10d::OpType::RECVANYSOURCE, getRank());
+  return work(transport_->recvAnysource(views, tag), tensors, views, c10d::OpType::RECVANYSOURCE);
 }
 
 c10::intrusive_ptr<c10d::Work> DeviceCollectives::barrier(const c10d::BarrierOptions& opts) {
   c10d::BarrierOptions transport_opts = opts;
   transport_opts.device = std::nullopt;
   transport_opts.device_ids.clear();
-  if (opts.device.has_value() && opts.device->type() != c10::kCPU) {
+  if (opts.device.has_value() && opts.device->type() != c10::kCPU &&
+      !staged_[static_cast<size_t>(opts.device->type())]) {
     enter_device("barrier", *opts.device);
   }
-  return c10::make_intrusive<DeviceWork>(transport_->barrier(transport_opts), std::vector<at::Tensor>{},
-                                         c10d::OpType::BARRIER, getRank());
+  return work(transport_->barrier(transport_opts), {}, {}, c10d::OpType::BARRIER);
 }
 
 }  // namespace torchplug::distributed

@@ -1,8 +1,12 @@
 #pragma once
-// A c10d backend for torchplug's simulated devices. Device memory is host
-// memory, so every collective runs on CPU tensors that alias the device
-// tensors (no staging copy) through a Gloo backend that owns the transport:
-// real processes, real sockets, PyTorch's own implementation of each algorithm.
+// A c10d backend for torchplug's devices. Every collective runs through a
+// Gloo backend that owns the transport (real processes, real sockets,
+// PyTorch's own implementation of each algorithm) on CPU tensors: where
+// device memory is host memory, CPU tensors that alias the device tensors (no
+// copy); on a device whose memory the host cannot address, host copies made
+// in stream order, whose results are copied back once the transport
+// succeeded (as Gloo itself stages CUDA tensors).
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -27,8 +31,10 @@ class DeviceCollectives final : public c10d::Backend {
   // `transport` and `checks` are Gloo backends of the same rank and size,
   // each created on a store of its own; they only ever see CPU tensors.
   // `checks` carries the shape agreement that precedes each collective.
+  // Tensors of the `staged` device types (memory the host cannot address)
+  // cross as host copies.
   DeviceCollectives(c10::intrusive_ptr<c10d::Backend> transport, c10::intrusive_ptr<c10d::Backend> checks,
-                    int rank, int size);
+                    int rank, int size, const std::vector<c10::DeviceType>& staged = {});
 
   const std::string getBackendName() const override { return kBackendName; }
   bool supportsCoalescing() const override { return false; }
@@ -85,7 +91,8 @@ class DeviceCollectives final : public c10d::Backend {
 
  private:
   // Checks that `tensors` live on the device this group drives, waits for the
-  // work queued on that device's current stream, and returns CPU aliases.
+  // work queued on that device's current stream, and returns CPU aliases (or
+  // host copies, for a staged device type).
   std::vector<at::Tensor> host_views(const char* collective, const std::vector<at::Tensor>& tensors);
   std::vector<std::vector<at::Tensor>> host_views(const char* collective,
                                                   const std::vector<std::vector<at::Tensor>>& tensors);
@@ -107,6 +114,14 @@ class DeviceCollectives final : public c10d::Backend {
       std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts,
       TransportCall<std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&, const c10d::AllgatherOptions&>
           transport_call);
+  bool stages(const at::Tensor& tensor) const { return staged_[static_cast<size_t>(tensor.device().type())]; }
+  // The handle of a collective whose results the transport writes into
+  // `host_outputs` (the host views of `outputs`, or none when nothing comes
+  // back): once it succeeded, `finish` runs, then staged results are copied
+  // into their device tensors.
+  c10::intrusive_ptr<c10d::Work> work(c10::intrusive_ptr<c10d::Work> transport_work, std::vector<at::Tensor> outputs,
+                                      std::vector<at::Tensor> host_outputs, c10d::OpType op_type,
+                                      std::function<void()> finish = {});
   // The handle of a reduction; for an average, it divides `host_outputs` by the world size.
   c10::intrusive_ptr<c10d::Work> reduction_work(c10::intrusive_ptr<c10d::Work> transport_work,
                                                 std::vector<at::Tensor> outputs, c10d::OpType op_type,
@@ -115,6 +130,7 @@ class DeviceCollectives final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> transport_;
   ShapeAgreement agreement_;
   std::vector<std::optional<at::Device>> devices_;  // per device type: the device bound to this group
+  std::vector<bool> staged_;                        // per device type: crosses as host copies
 };
 
 }  // namespace torchplug::distributed

@@ -51,8 +51,9 @@ void DeviceWork::abort() { transport_work_->abort(); }
 c10::intrusive_ptr<c10::ivalue::Future> DeviceWork::getFuture() {
   std::lock_guard<std::mutex> lock(future_mutex_);
   if (!future_) {
-    // A CPU future: the device tensors it carries are host memory, ready as
-    // soon as the transport finished, so no device events are needed.
+    // A CPU future: the device tensors it carries are ready once the
+    // transport finished and `finish` ran (which copies staged results back
+    // with blocking copies), so no device events are needed.
     auto transport_future = transport_work_->getFuture();
     future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     transport_future->addCallback(

@@ -1,7 +1,9 @@
 // torchplug._distributed: the collective backend's Python face. A module of
 // its own, loaded only when a process group first asks for the backend, so
 // `import torch` never pays for the c10d headers' code or its registrations.
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <torch/csrc/utils/pybind.h>
 
@@ -47,7 +49,7 @@ PYBIND11_DECLARE_HOLDER_TYPE(T, torchplug::distributed::ReleasesGilOnDestruction
 PYBIND11_MODULE(_distributed, m) {
   using torchplug::distributed::DeviceCollectives;
   using Holder = torchplug::distributed::ReleasesGilOnDestruction<DeviceCollectives>;
-  m.doc() = "torchplug collective backend for simulated devices (c10d over Gloo, zero-copy).";
+  m.doc() = "torchplug collective backend (c10d over Gloo; zero-copy on host-addressable devices).";
   m.attr("BACKEND_NAME") = torchplug::distributed::kBackendName;
 
   // Collectives enter the device through the core's kernel launch (kernel_scope.h).
@@ -59,10 +61,16 @@ PYBIND11_MODULE(_distributed, m) {
   py::module_::import("torch.distributed");
   py::class_<DeviceCollectives, c10d::Backend, Holder>(m, "DeviceCollectives")
       .def(py::init([](c10::intrusive_ptr<c10d::Backend> transport, c10::intrusive_ptr<c10d::Backend> checks,
-                       int rank, int size) {
-             return Holder(
-                 c10::make_intrusive<DeviceCollectives>(std::move(transport), std::move(checks), rank, size));
+                       int rank, int size, const std::vector<std::string>& staged) {
+             // Device names ("npu"): the types they parse to once their backend registered.
+             std::vector<c10::DeviceType> staged_types;
+             for (const std::string& name : staged) {
+               staged_types.push_back(c10::Device(name).type());
+             }
+             return Holder(c10::make_intrusive<DeviceCollectives>(std::move(transport), std::move(checks), rank,
+                                                                  size, staged_types));
            }),
-           py::arg("transport"), py::arg("checks"), py::arg("rank"), py::arg("size"))
+           py::arg("transport"), py::arg("checks"), py::arg("rank"), py::arg("size"),
+           py::arg("staged") = std::vector<std::string>{})
       .def_property_readonly("transport", &DeviceCollectives::transport);
 }

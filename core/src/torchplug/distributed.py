@@ -5,10 +5,12 @@ dictionary updates; ``import torch`` has already imported
 ``torch.distributed``). The native part, ``torchplug._distributed``, is
 loaded only when a process group first creates the backend.
 
-Each collective runs through a Gloo backend of the same group on CPU tensors
-that alias the device memory (device memory is host memory here), after the
-work queued on the device's current stream has finished: real processes, real
-sockets, no staging copies.
+Each collective runs through a Gloo backend of the same group on CPU tensors,
+after the work queued on the device's current stream has finished: real
+processes, real sockets. Where device memory is host memory the CPU tensors
+alias it (no copies); on a device whose memory the host cannot address (a
+discrete device) they are host copies, and results are copied back once the
+transport finished, as Gloo does for CUDA tensors.
 """
 
 from __future__ import annotations
@@ -60,26 +62,19 @@ def _create(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
 
     from torchplug import _C
 
-    if _C.strict_mode():
+    staged = [device for device in _devices if not _C.host_addressable(device)]
+    if _C.strict_mode() and len(staged) < len(_devices):
         raise RuntimeError(
             f"The '{BACKEND_NAME}' collective backend cannot run with strict device memory "
             "(TORCHPLUG_STRICT_MEMORY): Gloo reads device memory from its own threads. "
             "Unset TORCHPLUG_STRICT_MEMORY for distributed runs."
-        )
-    discrete = [device for device in _devices if not _C.host_addressable(device)]
-    if discrete:
-        raise RuntimeError(
-            f"The '{BACKEND_NAME}' collective backend cannot serve {', '.join(discrete)} yet: "
-            "its memory is not host-addressable, and the backend's transport (Gloo) reads "
-            "device memory in place. Run the collectives on CPU copies of the tensors with "
-            "the 'gloo' backend (tensor.cpu(), then copy the result back)."
         )
     _bind_local_rank()
     from torchplug import _distributed
 
     transport = dist.ProcessGroupGloo(dist.PrefixStore("transport/", store), rank, size, timeout)
     checks = dist.ProcessGroupGloo(dist.PrefixStore("checks/", store), rank, size, timeout)
-    return _distributed.DeviceCollectives(transport, checks, rank, size)
+    return _distributed.DeviceCollectives(transport, checks, rank, size, staged)
 
 
 def _bind_local_rank() -> None:
