@@ -447,6 +447,62 @@ def layer_norm_matches_the_cpu() -> object:
 
 
 @check
+def embeddings_match_the_cpu() -> object:
+    """nn.Embedding's lookup (index_select over the first dimension) and its
+    gradient run as device kernels, equal to the CPU's: repeated indices,
+    padding_idx, int32 and int64 indices, three dtypes; an index out of range
+    fails the kernel with torch's words, and the device goes on."""
+    torch.manual_seed(0)
+    problems = []
+    torch.dsc.reset_fallback_report()
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for index_type in (torch.int64, torch.int32):
+            weight = torch.randn(10, 6, dtype=dtype, requires_grad=True)
+            indices = torch.tensor([[1, 2, 2, 9], [0, 2, 5, 1]], dtype=index_type)
+            grad = torch.randn(2, 4, 6, dtype=dtype)
+            expected = torch.nn.functional.embedding(indices, weight, padding_idx=2)
+            (expected_grad,) = torch.autograd.grad(expected, weight, grad)
+            device_weight = weight.detach().to(DEVICE).requires_grad_()
+            result = torch.nn.functional.embedding(indices.to(DEVICE), device_weight, padding_idx=2)
+            (device_grad,) = torch.autograd.grad(result, device_weight, grad.to(DEVICE))
+            if not same(result, expected) or not same(device_grad, expected_grad):
+                problems.append(f"embedding in {dtype} with {index_type} indices differs")
+        table = torch.randn(5, 3, dtype=dtype)
+        for dim, index in (
+            (0, torch.tensor([4, 0, 4])),
+            (0, torch.tensor(3)),
+            (1, torch.tensor([2, 0])),
+        ):
+            if not same(
+                table.to(DEVICE).index_select(dim, index.to(DEVICE)), table.index_select(dim, index)
+            ):
+                problems.append(f"index_select over {dim} with {index.tolist()} in {dtype} differs")
+        empty = torch.empty(0, dtype=torch.int64)
+        if not same(
+            table.to(DEVICE).index_select(0, empty.to(DEVICE)), table.index_select(0, empty)
+        ):
+            problems.append(f"index_select of no rows in {dtype} differs")
+    try:
+        torch.nn.functional.embedding(
+            torch.tensor([1, 5], device=DEVICE), torch.randn(5, 2, device=DEVICE)
+        ).cpu()
+        problems.append("an out-of-range index was not reported")
+    except RuntimeError as error:
+        if "index 5 is out of range for a table of 5 rows" not in str(error):
+            problems.append(f"an out-of-range index gave: {error}")
+    if not same(torch.ones(3, device=DEVICE) * 2, torch.full((3,), 2.0)):
+        problems.append("the device did not go on after a failed kernel")
+    calls = {row.operator: row.calls for row in torch.dsc.fallback_report()}
+    through = {
+        name: calls.get(name, 0)
+        for name in ("aten::index_select", "aten::embedding_dense_backward")
+    }
+    if through != {"aten::index_select": 3, "aten::embedding_dense_backward": 0}:
+        problems.append(f"fallback calls (only the lookups over dimension 1 expected): {through}")
+    return [not problems, *problems[:5]]
+
+
+@check
 def optimizer_steps_run_on_the_device() -> object:
     """The foreach operators of Adam, AdamW and SGD are one device kernel per list,
     with the CPU's results; a list the kernel does not cover (two element types)

@@ -77,6 +77,19 @@ inline constexpr const char kLayerNorm[] = "torchplug_layer_norm";
 // gradients asked for (the others NULL); weight may be NULL.
 inline constexpr const char kLayerNormBackward[] = "torchplug_layer_norm_backward";
 
+// torchplug_index_rows(out*, table*, indices*, count, rows, row_bytes,
+// index_bytes): index_select over the first dimension (an embedding lookup):
+// out's row i is the table's row indices[i], `row_bytes` bytes each (any
+// element type); indices are int64 (`index_bytes` 8) or int32 (4). An index
+// outside [0, rows) fails the kernel.
+inline constexpr const char kIndexRows[] = "torchplug_index_rows";
+// torchplug_embedding_backward(grad_weight*, grad*, indices*, count, rows,
+// columns, padding_idx, index_bytes, dtype): embedding_dense_backward without
+// scale_grad_by_freq: grad_weight (rows x columns) zeroed, then grad's row i
+// added to row indices[i], in the order of i (as the CPU's loop), skipping
+// `padding_idx`.
+inline constexpr const char kEmbeddingBackward[] = "torchplug_embedding_backward";
+
 // torchplug_foreach(op, dtype, count, then for each of `count` tensors:
 // out*, a*, b*, c*, numel, scalar): the optimizers' foreach steps, one
 // launch for a whole parameter list. Per tensor, with s its `scalar`:

@@ -151,6 +151,7 @@ bool has_module_kernels(c10::DeviceType type);
 void register_module_kernels(DeviceKernels& library);
 void register_foreach_module_kernels(DeviceKernels& library);
 void register_normalization_module_kernels(DeviceKernels& library);
+void register_embedding_module_kernels(DeviceKernels& library);
 void register_math_bit_copies();
 
 namespace {
@@ -175,6 +176,7 @@ void register_deferred_kernels(const BackendIdentity& backend) {
       register_module_kernels(device_kernels);
       register_foreach_module_kernels(device_kernels);
       register_normalization_module_kernels(device_kernels);
+      register_embedding_module_kernels(device_kernels);
     }
     register_recurrent_kernels(device_kernels);  // ATen operators on the device tensors: any device
     register_host_kernels(device_kernels);       // over host aliases, or through the copying fallback
