@@ -50,6 +50,22 @@ def close(device_result: torch.Tensor, cpu_result: torch.Tensor) -> bool:
     return True
 
 
+def failure_is_reported(mistake: str, run: Callable[[], torch.Tensor], words: str) -> list[str]:
+    """The problems, if any, with how a kernel failure is reported: `run` (whose
+    kernel fails on the user's `mistake`) must raise at the synchronising copy
+    of its result, in `words`, and the device go on after it."""
+    problems = []
+    try:
+        run().cpu()
+        problems.append(f"{mistake} was not reported")
+    except RuntimeError as error:
+        if words not in str(error):
+            problems.append(f"{mistake} gave: {error}")
+    if not same(torch.ones(3, device=DEVICE) * 2, torch.full((3,), 2.0)):
+        problems.append(f"the device did not go on after {mistake}")
+    return problems
+
+
 @check
 def memory_is_not_host_addressable() -> object:
     capabilities = _C.driver_info(DEVICE)["capabilities"]
@@ -252,17 +268,13 @@ def device_kernels_run_on_the_device() -> object:
         scalar = torch.tensor(2.5, dtype=dtype)
         if not close(scalar.to(DEVICE).mean(0), scalar.mean(0)):
             problems.append(f"mean of a 0-dim tensor in {dtype} differs")
-    # A target out of range fails the kernel; the error names it, and the device goes on.
-    try:
-        torch.nn.functional.nll_loss(
+    problems += failure_is_reported(
+        "an out-of-range target",
+        lambda: torch.nn.functional.nll_loss(
             torch.randn(2, 3, device=DEVICE), torch.tensor([0, 7], device=DEVICE)
-        ).cpu()
-        problems.append("an out-of-range target was not reported")
-    except RuntimeError as error:
-        if "Target 7 is out of bounds" not in str(error):
-            problems.append(f"an out-of-range target gave: {error}")
-    if not same(torch.ones(3, device=DEVICE) * 2, torch.full((3,), 2.0)):
-        problems.append("the device did not go on after a failed kernel")
+        ),
+        "Target 7 is out of bounds",
+    )
     covered = {row.operator for row in torch.dsc.fallback_report()} & DEVICE_KERNEL_OPERATORS
     if covered:
         problems.append(f"through the fallback: {sorted(covered)}")
@@ -482,16 +494,13 @@ def embeddings_match_the_cpu() -> object:
             table.to(DEVICE).index_select(0, empty.to(DEVICE)), table.index_select(0, empty)
         ):
             problems.append(f"index_select of no rows in {dtype} differs")
-    try:
-        torch.nn.functional.embedding(
+    problems += failure_is_reported(
+        "an out-of-range index",
+        lambda: torch.nn.functional.embedding(
             torch.tensor([1, 5], device=DEVICE), torch.randn(5, 2, device=DEVICE)
-        ).cpu()
-        problems.append("an out-of-range index was not reported")
-    except RuntimeError as error:
-        if "index 5 is out of range for a table of 5 rows" not in str(error):
-            problems.append(f"an out-of-range index gave: {error}")
-    if not same(torch.ones(3, device=DEVICE) * 2, torch.full((3,), 2.0)):
-        problems.append("the device did not go on after a failed kernel")
+        ),
+        "index 5 is out of range for a table of 5 rows",
+    )
     calls = {row.operator: row.calls for row in torch.dsc.fallback_report()}
     through = {
         name: calls.get(name, 0)

@@ -8,15 +8,17 @@
 namespace torchplug::device_kernels {
 namespace {
 
-// Index `i` of `count` int64 or int32 indices, checked against `rows`; fails the kernel when outside.
-bool index_at(KernelArgs& args, const void* indices, int64_t index_bytes, int64_t i, int64_t rows, int64_t& row) {
-  row = index_bytes == 8 ? static_cast<const int64_t*>(indices)[i] : static_cast<const int32_t*>(indices)[i];
-  if (row < 0 || row >= rows) {
-    args.fail("index %lld is out of range for a table of %lld rows (index out of range in self)",
-              static_cast<long long>(row), static_cast<long long>(rows));
-    return false;
+// The row that index `i` of int64 or int32 `indices` names; -1, with the
+// kernel failed, when it is outside [0, rows).
+int64_t row_at(KernelArgs& args, const void* indices, int64_t index_bytes, int64_t i, int64_t rows) {
+  const int64_t row =
+      index_bytes == 8 ? static_cast<const int64_t*>(indices)[i] : static_cast<const int32_t*>(indices)[i];
+  if (row >= 0 && row < rows) {
+    return row;
   }
-  return true;
+  args.fail("index %lld is out of range for a table of %lld rows (index out of range in self)",
+            static_cast<long long>(row), static_cast<long long>(rows));
+  return -1;
 }
 
 }  // namespace
@@ -36,8 +38,8 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_index_rows) {
   auto* destination = static_cast<char*>(out);
   const auto* source = static_cast<const char*>(table);
   for (int64_t i = 0; i < count; ++i) {
-    int64_t row = 0;
-    if (!index_at(args, indices, index_bytes, i, rows, row)) {
+    const int64_t row = row_at(args, indices, index_bytes, i, rows);
+    if (row < 0) {
       return 1;
     }
     std::memcpy(destination + i * row_bytes, source + row * row_bytes, static_cast<size_t>(row_bytes));
@@ -57,8 +59,8 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_embedding_backward) {
     const auto* gradient = E::at(grad);
     std::memset(grad_weight, 0, static_cast<size_t>(rows * columns) * sizeof(typename E::type));
     for (int64_t i = 0; i < count; ++i) {
-      int64_t row = 0;
-      if (!index_at(args, indices, index_bytes, i, rows, row)) {
+      const int64_t row = row_at(args, indices, index_bytes, i, rows);
+      if (row < 0) {
         return 1;
       }
       if (row == padding_idx) {

@@ -77,6 +77,18 @@ inline constexpr const char kLayerNorm[] = "torchplug_layer_norm";
 // gradients asked for (the others NULL); weight may be NULL.
 inline constexpr const char kLayerNormBackward[] = "torchplug_layer_norm_backward";
 
+// torchplug_foreach(op, dtype, count, then for each of `count` tensors:
+// out*, a*, b*, c*, numel, scalar): the optimizers' foreach steps, one
+// launch for a whole parameter list. Per tensor, with s its `scalar`:
+// kAddScalar out = a + s; kMulScalar out = a * s; kDivScalar out = a / s;
+// kAddScaled out = a + s * b; kLerp out = lerp(a, b, s); kAddcmul
+// out = a + s * b * c; kAddcdiv out = a + s * b / c; kSqrt out = sqrt(a).
+// Operands an operation does not use are NULL; `out` may be `a` (in place).
+inline constexpr const char kForeach[] = "torchplug_foreach";
+enum class ForeachOp : int64_t {
+  kAddScalar = 0, kMulScalar = 1, kDivScalar = 2, kAddScaled = 3, kLerp = 4, kAddcmul = 5, kAddcdiv = 6, kSqrt = 7
+};
+
 // torchplug_index_rows(out*, table*, indices*, count, rows, row_bytes,
 // index_bytes): index_select over the first dimension (an embedding lookup):
 // out's row i is the table's row indices[i], `row_bytes` bytes each (any
@@ -89,17 +101,5 @@ inline constexpr const char kIndexRows[] = "torchplug_index_rows";
 // added to row indices[i], in the order of i (as the CPU's loop), skipping
 // `padding_idx`.
 inline constexpr const char kEmbeddingBackward[] = "torchplug_embedding_backward";
-
-// torchplug_foreach(op, dtype, count, then for each of `count` tensors:
-// out*, a*, b*, c*, numel, scalar): the optimizers' foreach steps, one
-// launch for a whole parameter list. Per tensor, with s its `scalar`:
-// kAddScalar out = a + s; kMulScalar out = a * s; kDivScalar out = a / s;
-// kAddScaled out = a + s * b; kLerp out = lerp(a, b, s); kAddcmul
-// out = a + s * b * c; kAddcdiv out = a + s * b / c; kSqrt out = sqrt(a).
-// Operands an operation does not use are NULL; `out` may be `a` (in place).
-inline constexpr const char kForeach[] = "torchplug_foreach";
-enum class ForeachOp : int64_t {
-  kAddScalar = 0, kMulScalar = 1, kDivScalar = 2, kAddScaled = 3, kLerp = 4, kAddcmul = 5, kAddcdiv = 6, kSqrt = 7
-};
 
 }  // namespace torchplug::device_kernels

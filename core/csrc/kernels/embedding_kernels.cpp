@@ -23,23 +23,6 @@ bool kernel_indices(const at::Tensor& indices, c10::Device device) {
          (indices.scalar_type() == c10::kLong || indices.scalar_type() == c10::kInt);
 }
 
-at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  if (self.dim() >= 1 && c10::maybe_wrap_dim(dim, self.dim()) == 0 && dense_on(self, self.device()) &&
-      self.is_contiguous() && index.dim() <= 1 && kernel_indices(index, self.device())) {
-    auto sizes = self.sizes().vec();
-    sizes[0] = index.numel();
-    at::Tensor result = at::empty(sizes, self.options());
-    if (result.numel() > 0) {
-      const int64_t row_bytes = self.numel() == 0 ? 0 : self.stride(0) * static_cast<int64_t>(self.element_size());
-      launch(dk::kIndexRows, self.device(),
-             {pointer(result), pointer(self), pointer(index), integer(index.numel()), integer(self.size(0)),
-              integer(row_bytes), integer(static_cast<int64_t>(index.element_size()))});
-    }
-    return result;
-  }
-  return call_through_fallback<at::_ops::index_select>(fallback_keys(self, index), self, dim, index);
-}
-
 at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
                                     c10::SymInt padding_idx, bool scale_grad_by_freq) {
   const std::optional<int64_t> rows = num_weights.maybe_as_int();
@@ -61,6 +44,23 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
   return call_through_fallback<at::_ops::embedding_dense_backward>(fallback_keys(grad_output, indices), grad_output,
                                                                    indices, num_weights, padding_idx,
                                                                    scale_grad_by_freq);
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  if (self.dim() >= 1 && c10::maybe_wrap_dim(dim, self.dim()) == 0 && dense_on(self, self.device()) &&
+      self.is_contiguous() && index.dim() <= 1 && kernel_indices(index, self.device())) {
+    auto sizes = self.sizes().vec();
+    sizes[0] = index.numel();
+    at::Tensor result = at::empty(sizes, self.options());
+    if (result.numel() > 0) {
+      const int64_t row_bytes = self.numel() == 0 ? 0 : self.stride(0) * static_cast<int64_t>(self.element_size());
+      launch(dk::kIndexRows, self.device(),
+             {pointer(result), pointer(self), pointer(index), integer(index.numel()), integer(self.size(0)),
+              integer(row_bytes), integer(static_cast<int64_t>(index.element_size()))});
+    }
+    return result;
+  }
+  return call_through_fallback<at::_ops::index_select>(fallback_keys(self, index), self, dim, index);
 }
 
 }  // namespace
