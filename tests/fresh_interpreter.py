@@ -117,9 +117,9 @@ class ChildReports:
         self.timeout = timeout
         self._reports: dict[str, tuple[dict[str, Any], str]] = {}
 
-    def entry(self, privateuse1: str, arguments: str, key: str, **env: str) -> Any:
+    def entry(self, privateuse1: str, arguments: str, key: str, setup: str = "", **env: str) -> Any:
         """The report's ``key``; fails the test, with the child's output, if it has none."""
-        report, output = self.of(privateuse1, arguments, **env)
+        report, output = self.of(privateuse1, arguments, setup, **env)
         if key not in report:
             pytest.fail(
                 f"the {self.module} child process with TORCHPLUG_PRIVATEUSE1={privateuse1} "
@@ -127,7 +127,10 @@ class ChildReports:
             )
         return report[key]
 
-    def of(self, privateuse1: str, arguments: str, **env: str) -> tuple[dict[str, Any], str]:
+    def of(
+        self, privateuse1: str, arguments: str, setup: str = "", **env: str
+    ) -> tuple[dict[str, Any], str]:
+        """``setup``: a module of tests/ the child imports first (one that declares a device)."""
         if privateuse1 not in self._reports:
             report = self.scratch / f"{self.module}-{privateuse1}.json"
             code = f"""
@@ -135,6 +138,7 @@ class ChildReports:
                 from pathlib import Path
 
                 sys.path.insert(0, {str(Path(__file__).parent)!r})
+                {f"import {setup}" if setup else ""}
                 import {self.module}
 
                 {self.module}.main({arguments}, Path({str(report)!r}))
@@ -153,17 +157,23 @@ class ChildReports:
 @dataclass(frozen=True)
 class ModelRun:
     """One child interpreter of the real-model tests: the devices it checks, those
-    of them that train, and the PrivateUse1 backend it activates."""
+    of them that train, and the PrivateUse1 backend it activates (through
+    autoload, or by importing the ``setup`` module of tests/ with autoload off)."""
 
     devices: list[str]
     train_on: list[str]
     privateuse1: str
+    setup: str = ""
 
 
 # foo with hpu beside it, then npu, which needs PrivateUse1 to itself.
 MODEL_RUNS = (
     ModelRun(["foo", "hpu"], train_on=["foo"], privateuse1="foo"),
     ModelRun(["npu"], train_on=["npu"], privateuse1="npu"),
+)
+# dsc on the remote driver (discrete_backend.py): memory the host cannot address.
+DISCRETE_MODEL_RUN = ModelRun(
+    ["dsc"], train_on=["dsc"], privateuse1="dsc", setup="discrete_backend"
 )
 
 
@@ -173,12 +183,14 @@ def model_report(
     """What the child run that checks `device` reported for `model`; the child
     module's ``main(devices, train_on, output)`` gets the run's devices, and
     those of them that train (``train_on`` narrows the run's)."""
-    run = next(run for run in MODEL_RUNS if device in run.devices)
+    run = next(run for run in (*MODEL_RUNS, DISCRETE_MODEL_RUN) if device in run.devices)
     training = [name for name in run.train_on if train_on is None or name in train_on]
     return children.entry(
         run.privateuse1,
         f"{run.devices!r}, set({training!r})",
         model,
+        run.setup,
         HF_HUB_OFFLINE="1",
         HF_HUB_DISABLE_PROGRESS_BARS="1",
+        **({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"} if run.setup else {}),
     )

@@ -7,9 +7,10 @@ process: parameter ties after ``.to()``, the eval forward, 3 AdamW training
 steps (fp32 losses within 1e-5), greedy ``generate()`` tokens and a
 save/load round trip on the device.
 
-To keep the cost to two interpreters, one child process per PrivateUse1 owner
+To keep the cost to three interpreters, one child process per PrivateUse1 owner
 runs every model on its devices and reports JSON (``foo`` with ``hpu`` beside
-it, then ``npu`` with ``TORCHPLUG_PRIVATEUSE1=npu``); each test reads its own
+it, then ``npu`` with ``TORCHPLUG_PRIVATEUSE1=npu``, then ``dsc`` on the
+remote driver, whose memory the host cannot address); each test reads its own
 (model, device) result. ``hpu`` runs eval, generate and the round trip; its
 training is a strict expected failure.
 """
@@ -21,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from fresh_interpreter import MODEL_RUNS, ChildReports, model_report
+from fresh_interpreter import DISCRETE_MODEL_RUN, MODEL_RUNS, ChildReports, model_report
 from torchplug_bench.zoo import MODELS, MODELS_BY_NAME
 
 LOSS_TOLERANCE = 1e-5
@@ -34,7 +35,7 @@ HPU_BACKWARD_BLOCKED = (
 )
 
 
-DEVICES = [device for run in MODEL_RUNS for device in run.devices]
+DEVICES = [device for run in (*MODEL_RUNS, DISCRETE_MODEL_RUN) for device in run.devices]
 
 
 class ZooResults:
@@ -114,7 +115,14 @@ def test_eval_forward_like_cpu(zoo: ZooResults, model: str, device: str) -> None
     ),
 )
 def test_trains_like_cpu(zoo: ZooResults, model: str, device: str) -> None:
-    assert_close(check(zoo, model, device, "train"), LOSS_TOLERANCE, "the training losses")
+    outcome = check(zoo, model, device, "train")
+    # A device with kernels of its own: the first loss (no step taken yet) as
+    # close as any device's, the later ones within twice what rounding alone
+    # moved the CPU's (zoo_models.py).
+    first_difference = abs(outcome["cpu"][0] - outcome["device"][0])
+    assert first_difference <= LOSS_TOLERANCE, f"the first loss differs by {first_difference:g}"
+    spread = outcome["details"].get("rounding_spread", 0.0)
+    assert_close(outcome, max(LOSS_TOLERANCE, 2 * spread), "the training losses")
 
 
 @pytest.mark.parametrize(("model", "device"), cases(lambda spec: spec.generates))

@@ -10,7 +10,13 @@ Checks, each against the CPU in the same process:
 
 - ``ties``: which parameters are one Parameter (tied weights) after ``.to()``;
 - ``eval``: the eval-mode forward of the freshly built model;
-- ``train``: the losses of 3 AdamW steps (dropout on, same seed);
+- ``train``: the losses of 3 AdamW steps (dropout on, same seed). A device
+  whose memory the host cannot address runs kernels of its own, which round
+  differently from the CPU's (as CUDA's do); AdamW turns the sign of a
+  gradient element that rounding leaves near zero into a full step, so its
+  losses are compared within twice the *rounding spread*: the most the CPU's
+  own losses moved when each gradient was perturbed by one rounding (machine
+  epsilon times its largest magnitude), over ``SPREAD_TRIALS`` draws;
 - ``generate``: greedy ``generate()`` tokens, of the trained model where the
   device trains and of the fresh one where it does not;
 - ``roundtrip``: ``save_pretrained``/``from_pretrained`` (``torch.save`` and
@@ -52,6 +58,7 @@ from torchplug_bench.zoo import (
 TRAIN_STEPS = 3
 NEW_TOKENS = 8
 TRAIN_SEED = 2
+SPREAD_TRIALS = 4
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +100,15 @@ def tie_groups(model: nn.Module) -> list[list[str]]:
     return sorted(sorted(names) for names in by_identity.values() if len(names) > 1)
 
 
-def train(spec: ZooModel, model: nn.Module, batch: Batch, device: str) -> list[float]:
+def train(
+    spec: ZooModel,
+    model: nn.Module,
+    batch: Batch,
+    device: str,
+    rounding: torch.Generator | None = None,
+) -> list[float]:
+    """The losses of TRAIN_STEPS AdamW steps; with `rounding`, each gradient is
+    first perturbed by one rounding of its largest magnitude, drawn from it."""
     seed_everything(TRAIN_SEED)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -103,9 +118,25 @@ def train(spec: ZooModel, model: nn.Module, batch: Batch, device: str) -> list[f
         optimizer.zero_grad()
         loss = spec.loss(model, on_device)
         loss.backward()
+        if rounding is not None:
+            with torch.no_grad():
+                for parameter in model.parameters():
+                    if parameter.grad is not None:
+                        grad = parameter.grad
+                        noise = torch.randn(grad.shape, generator=rounding, dtype=grad.dtype)
+                        grad.add_(noise * torch.finfo(grad.dtype).eps * grad.abs().max())
         optimizer.step()
         losses.append(loss.item())
     return losses
+
+
+def rounding_spread(spec: ZooModel, base: nn.Module, batch: Batch, losses: list[float]) -> float:
+    """How far the CPU's losses move under rounding-sized gradient noise (see the module doc)."""
+    spread = 0.0
+    for trial in range(SPREAD_TRIALS):
+        noisy = train(spec, copy.deepcopy(base), batch, "cpu", torch.Generator().manual_seed(trial))
+        spread = max(spread, max_difference(losses, noisy))
+    return spread
 
 
 @torch.no_grad()
@@ -181,15 +212,17 @@ class Reference:
     generated: list[list[int]] | None
     losses: list[float] | None
     trained_generated: list[list[int]] | None
+    spread: float | None  # rounding_spread, where a device needs it
 
 
-def cpu_reference(spec: ZooModel, base: nn.Module, batch: Batch) -> Reference:
+def cpu_reference(spec: ZooModel, base: nn.Module, batch: Batch, with_spread: bool) -> Reference:
     model = copy.deepcopy(base)
     eval_output = evaluate(spec, model, batch, "cpu")
     generated = generate(model, batch, "cpu") if spec.generates else None
     losses = train(spec, model, batch, "cpu") if spec.trains else None
     trained_generated = generate(model, batch, "cpu") if spec.generates and spec.trains else None
-    return Reference(eval_output, generated, losses, trained_generated)
+    spread = rounding_spread(spec, base, batch, losses) if with_spread and losses else None
+    return Reference(eval_output, generated, losses, trained_generated, spread)
 
 
 def run_on_device(
@@ -206,7 +239,11 @@ def run_on_device(
         # so the checks after it see the untouched model.
         trained = model if trains else copy.deepcopy(base).to(device)
         results["train"] = _attempt(
-            lambda: _compare(reference.losses, train(spec, trained, batch, device))
+            lambda: _compare(
+                reference.losses,
+                train(spec, trained, batch, device),
+                rounding_spread=reference.spread if own_kernels(device) else None,
+            )
         )
     if spec.generates:
         expected = reference.trained_generated if trains else reference.generated
@@ -215,20 +252,31 @@ def run_on_device(
     return results
 
 
+def own_kernels(device: str) -> bool:
+    """Whether `device`'s memory is beyond the host, so it runs kernels of its own."""
+    from torchplug import _C
+
+    return not _C.host_addressable(device)
+
+
 def run_model(spec: ZooModel, devices: list[str], train_on: set[str]) -> dict[str, Any]:
     seed_everything(DATA_SEED)
     batch = spec.batch()
     seed_everything(MODEL_SEED)
     base = spec.build()
-    reference = cpu_reference(spec, base, batch)
+    with_spread = any(own_kernels(device) for device in train_on)
+    reference = cpu_reference(spec, base, batch, with_spread)
     return {
         device: run_on_device(spec, base, batch, reference, device, device in train_on)
         for device in devices
     }
 
 
-def _compare(expected: Any, actual: Any) -> Outcome:
-    return Outcome(cpu=expected, device=actual, difference=max_difference(expected, actual))
+def _compare(expected: Any, actual: Any, rounding_spread: float | None = None) -> Outcome:
+    details = {} if rounding_spread is None else {"rounding_spread": rounding_spread}
+    return Outcome(
+        cpu=expected, device=actual, difference=max_difference(expected, actual), details=details
+    )
 
 
 def _json_ready(value: Any) -> Any:
