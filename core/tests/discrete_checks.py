@@ -25,6 +25,7 @@ import torch
 from torchplug import _C, Backend, get_remote_driver
 
 DEVICE = "dsc"
+driver_in_use = ""  # "remote" or "hidden", set by main
 CHECKS: dict[str, Callable[[], object]] = {}
 
 
@@ -663,6 +664,51 @@ def fallback_report_counts_the_copies() -> object:
 
 
 @check
+def sharing_between_processes_is_refused_clearly() -> object:
+    """Pickling a device tensor for another process (torch.multiprocessing)
+    names the driver's missing IPC extension and the way out, .cpu(). (The
+    hidden simulator keeps its IPC extension; test_ipc.py shares its memory.)"""
+    if driver_in_use != "remote":
+        return [True, "the simulator offers IPC"]
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # registers torch's reductions
+
+    try:
+        ForkingPickler.dumps(torch.ones(4, device=DEVICE))
+    except RuntimeError as error:
+        message = str(error)
+        return [
+            "offers no IPC extension" in message and "tensor.cpu()" in message,
+            message,
+        ]
+    return [False, "a device tensor was pickled for another process"]
+
+
+@check
+def the_sanitizer_watches_the_streams() -> object:
+    """A training step under the stream sanitizer reports nothing; a side
+    stream reading new work without a wait is reported as a race."""
+    from torchplug import sanitizer
+
+    torch.manual_seed(0)
+    network = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    network = network.to(DEVICE)
+    optimizer = torch.optim.AdamW(network.parameters(), lr=1e-2)
+    x, y = torch.randn(4, 8, device=DEVICE), torch.randn(4, 2, device=DEVICE)
+    with sanitizer.enabled():
+        _training_step(network, x, y)
+        optimizer.step()
+        fresh = x * 2
+        try:
+            with torch.dsc.stream(torch.dsc.Stream()):
+                fresh + 1
+        except sanitizer.StreamRaceError as error:
+            return [True, str(error)[:200]]
+    return [False, "the unordered read was not reported"]
+
+
+@check
 def user_mistakes_fail_clearly() -> object:
     x = torch.arange(6.0, device=DEVICE)
     square = x[:4].view(2, 2)
@@ -750,6 +796,8 @@ def host_access_is_refused_clearly() -> object:
 
 def main(driver: str, only: list[str]) -> None:
     """Runs the checks named in ``only`` (all when it is empty) on ``driver``."""
+    global driver_in_use
+    driver_in_use = driver
     if driver == "remote":
         backend = Backend(name=DEVICE, distribution="torch_dsc", driver=get_remote_driver())
     else:

@@ -73,6 +73,8 @@ def test_the_backend_activates(results: dict[str, dict]) -> None:
         "serialization_round_trip",
         "fallback_report_counts_the_copies",
         "user_mistakes_fail_clearly",
+        "sharing_between_processes_is_refused_clearly",
+        "the_sanitizer_watches_the_streams",
         "compiled_code_runs_on_the_device",
     ],
 )
