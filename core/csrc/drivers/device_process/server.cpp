@@ -146,7 +146,7 @@ bool Server::settled(const Request& request) {
   if (request.op == Op::kStreamSynchronize || request.op == Op::kStreamWaitIdle) {
     TPD_Stream_Query_Args args{TPD_Stream_Query_Args_STRUCT_SIZE, client, handle_of<TPD_Stream>(request.stream), 0, 0};
     error = api_.stream_query(&args);
-    nothing_queued = args.idle != 0 || args.failed != 0;
+    nothing_queued = args.idle != 0;  // a failed stream may still be draining: it waits like any other
   } else if (request.op == Op::kEventSynchronize) {
     TPD_Event_Query_Args args{TPD_Event_Query_Args_STRUCT_SIZE, client, handle_of<TPD_Event>(request.event), 0};
     error = api_.event_query(&args);

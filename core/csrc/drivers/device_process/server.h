@@ -46,8 +46,8 @@ class Server {
   };
 
   // Whether a request that may wait (may_wait) would return at once: its
-  // stream has nothing queued or has failed, its event completed, or a
-  // handle is bad (which fails at once).
+  // stream has nothing queued, its event completed, or a handle is bad
+  // (which fails at once).
   bool settled(const remote::Request& request);
   // Answers one request; `attached` is a descriptor sent with it (or -1),
   // which the handler owns.
