@@ -55,6 +55,26 @@ def assert_npu_operator_runs(python: Path, cwd: Path) -> None:
     assert out.strip() == "[0.0, 0.0]"
 
 
+def assert_discrete_device_runs(python: Path, cwd: Path) -> None:
+    """The remote driver, its device process and the core's device kernels, as
+    the core's wheel installs them: a device whose memory the host cannot
+    address runs a matrix product and a dropout inside its device process."""
+    script = (
+        "import torch\n"
+        "from torchplug import Backend, get_remote_driver\n"
+        "status = Backend(name='dsc', driver=get_remote_driver()).autoload()\n"
+        "assert status.active, status.reason\n"
+        "x = torch.arange(6.0, device='dsc').view(2, 3)\n"
+        "kept = torch.nn.functional.dropout(torch.ones(1000, device='dsc'), 0.5)\n"
+        "print((x.t() @ x).sum().item(), 300 < int((kept == 0).sum()) < 700,\n"
+        "      [row.operator for row in torch.dsc.fallback_report()])\n"
+    )
+    out = run(
+        python, "-c", script, cwd=cwd, env=user_environment(TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    )
+    assert out.strip() == "153.0 True []"
+
+
 def check_report(bin_dir: Path, device: str, selection: str, cwd: Path) -> dict:
     """The JSON report of `torchplug check` on the conformance tests ``selection`` picks."""
     torchplug = bin_dir / "torchplug"
@@ -235,6 +255,7 @@ def test_round_trip_through_a_package_index(release_dist: Path, tmp_path: Path) 
         )
         assert out.strip() == "tensor([3., 3.], device='foo:0')"
         assert {d: b["status"] for d, b in doctor(bin_dir, tmp_path).items()} == {"foo": "active"}
+        assert_discrete_device_runs(python, tmp_path)
 
         uv_install(python, *index, "torch_vnpu", cwd=tmp_path)
         backends = doctor(bin_dir, tmp_path)

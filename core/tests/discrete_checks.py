@@ -51,6 +51,19 @@ def close(device_result: torch.Tensor, cpu_result: torch.Tensor) -> bool:
     return True
 
 
+def identical(device_result: torch.Tensor, cpu_result: torch.Tensor) -> bool:
+    """The same values, NaN where the CPU has NaN and the sign of each zero (the
+    bits of a NaN differ within the CPU itself, between its vectorised loops and
+    their scalar tails)."""
+    result = device_result.cpu()
+    nan = cpu_result.isnan()
+    return (
+        torch.equal(result.isnan(), nan)
+        and torch.equal(result[~nan], cpu_result[~nan])
+        and torch.equal(result[~nan].signbit(), cpu_result[~nan].signbit())
+    )
+
+
 def failure_is_reported(mistake: str, run: Callable[[], torch.Tensor], words: str) -> list[str]:
     """The problems, if any, with how a kernel failure is reported: `run` (whose
     kernel fails on the user's `mistake`) must raise at the synchronising copy
@@ -509,6 +522,124 @@ def embeddings_match_the_cpu() -> object:
     }
     if through != {"aten::index_select": 3, "aten::embedding_dense_backward": 0}:
         problems.append(f"fallback calls (only the lookups over dimension 1 expected): {through}")
+    return [not problems, *problems[:5]]
+
+
+@check
+def strided_copies_run_on_the_device() -> object:
+    """Copies between views of the device (.contiguous(), a clone into another
+    layout, copy_ into a slice, with a broadcast source), cat of views and
+    elementwise operators on views run inside the device, bit-equal to the CPU
+    with the CPU's result layout, in every element type; an overlapping copy
+    and a mismatched cat fail with torch's words."""
+    torch.manual_seed(0)
+    problems = []
+    torch.dsc.reset_fallback_report()
+
+    def compare(
+        name: str, run: Callable[[torch.Tensor], torch.Tensor], value: torch.Tensor
+    ) -> None:
+        expected = run(value)
+        result = run(value.to(DEVICE))
+        if not same(result, expected) or result.stride() != expected.stride():
+            problems.append(f"{name} in {value.dtype} differs (strides {result.stride()})")
+
+    for dtype in (
+        torch.float32,
+        torch.bfloat16,
+        torch.float16,
+        torch.int64,
+        torch.bool,
+        torch.complex64,
+    ):
+        value = (torch.randn(2, 4, 6, 8) * 5).to(dtype)
+        compare("contiguous() of a transpose", lambda t: t.transpose(1, 3).contiguous(), value)
+        compare(
+            "a clone to channels_last", lambda t: t.to(memory_format=torch.channels_last), value
+        )
+        compare(
+            "cat of views",
+            lambda t: torch.cat([t[..., :4], t.transpose(2, 3)[:, :, :6, :], t[..., ::2]], -1),
+            value,
+        )
+        compare("cat after a legacy empty", lambda t: torch.cat([t.new_empty(0), t[0]], 0), value)
+    rotary = torch.randn(2, 4, 12, 8)
+    for name, run in (
+        ("neg of a slice", lambda t: -t[..., 4:]),
+        ("rotate_half", lambda t: torch.cat((-t[..., 4:], t[..., :4]), dim=-1)),
+        ("mul.Scalar of a transpose", lambda t: t.transpose(-1, -2) * 0.59),
+        ("div.Scalar of a broadcast", lambda t: t[:, :, :1].expand(2, 4, 12, 8) / 32),
+        ("rsqrt", lambda t: torch.rsqrt(t * t + 0.1)),
+        ("copy_ into a slice", lambda t: torch.zeros_like(t).narrow(-1, 2, 4).copy_(t[..., 0:1])),
+    ):
+        compare(name, run, rotary)
+    leaked = [row.operator for row in torch.dsc.fallback_report()]
+    if leaked:
+        problems.append(f"took the copying fallback: {leaked}")
+    overlapping = torch.arange(10.0, device=DEVICE)
+    for mistake, run, words in (
+        (
+            "an overlapping copy",
+            lambda: overlapping[2:].copy_(overlapping[:8]),
+            "refer to a single memory location",
+        ),
+        (
+            "a cat of mismatched sizes",
+            lambda: torch.cat(
+                [torch.ones(2, 3, device=DEVICE), torch.ones(3, 3, device=DEVICE)], 1
+            ),
+            "Sizes of tensors must match except in dimension 1",
+        ),
+    ):
+        try:
+            run()
+            problems.append(f"{mistake} was accepted")
+        except RuntimeError as error:
+            if words not in str(error):
+                problems.append(f"{mistake} gave: {error}")
+    if overlapping.cpu().tolist() != [float(i) for i in range(10)]:
+        problems.append("the refused overlapping copy wrote")
+    return [not problems, *problems[:5]]
+
+
+@check
+def dropout_runs_on_the_device() -> object:
+    """Dropout's masks are drawn from the device's generator as the CPU draws
+    them and only the mask crosses to the device: a seeded native_dropout and
+    its gradient equal the CPU's bit for bit in three dtypes (NaN and signs kept),
+    eval mode passes the input through, and a bad probability fails as on the CPU."""
+    problems = []
+    torch.dsc.reset_fallback_report()
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        value = torch.randn(3, 50, dtype=dtype)
+        value[0, :4] = torch.tensor([float("nan"), -0.0, float("inf"), -1.0])
+        grad = torch.randn(3, 50, dtype=dtype)
+        results = []
+        for device in ("cpu", DEVICE):
+            # What F.dropout runs on an accelerator (the CPU's own F.dropout
+            # multiplies by a scaled mask instead, rounding bfloat16 differently).
+            torch.manual_seed(7)
+            leaf = value.to(device).requires_grad_()
+            out, _ = torch.native_dropout(leaf, 0.3, True)
+            (leaf_grad,) = torch.autograd.grad(out, leaf, grad.to(device))
+            results.append((out.detach().cpu(), leaf_grad.cpu()))
+        (cpu_out, cpu_grad), (device_out, device_grad) = results
+        if not identical(device_out, cpu_out):
+            problems.append(f"dropout in {dtype} differs from the CPU's")
+        if not identical(device_grad, cpu_grad):
+            problems.append(f"dropout's gradient in {dtype} differs from the CPU's")
+    evaluated = torch.nn.functional.dropout(torch.ones(4, device=DEVICE), 0.5, training=False)
+    if not same(evaluated, torch.ones(4)):
+        problems.append("eval-mode dropout changed its input")
+    try:
+        torch.nn.functional.dropout(torch.ones(4, device=DEVICE), 1.5)
+        problems.append("a probability of 1.5 was accepted")
+    except ValueError as error:
+        if "dropout probability has to be between 0 and 1" not in str(error):
+            problems.append(f"a probability of 1.5 gave: {error}")
+    leaked = [row.operator for row in torch.dsc.fallback_report()]
+    if leaked:
+        problems.append(f"took the copying fallback: {leaked}")
     return [not problems, *problems[:5]]
 
 

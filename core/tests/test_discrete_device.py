@@ -67,6 +67,8 @@ def test_the_backend_activates(results: dict[str, dict]) -> None:
         "optimizer_steps_run_on_the_device",
         "layer_norm_matches_the_cpu",
         "embeddings_match_the_cpu",
+        "strided_copies_run_on_the_device",
+        "dropout_runs_on_the_device",
         "broadcasts_powers_and_batched_products_match_the_cpu",
         "convolution_and_batch_norm_match_the_cpu",
         "lstm_trains",

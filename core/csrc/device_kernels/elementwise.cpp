@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "device_kernels/kernel_args.h"
+#include "device_kernels/strided_rows.h"
 
 namespace torchplug::device_kernels {
 namespace {
@@ -47,29 +48,13 @@ void map2_broadcast(void* out, const void* a, const void* b, const BroadcastShap
   const int64_t inner = shape.size[last];
   const int64_t x_step = shape.a_stride[last];
   const int64_t y_step = shape.b_stride[last];
-  int64_t rows = 1;
-  for (int64_t d = 0; d < last; ++d) {
-    rows *= shape.size[d];
-  }
-  int64_t index[kMaxBroadcastDims] = {};
-  int64_t x_offset = 0;
-  int64_t y_offset = 0;
-  for (int64_t row = 0; row < rows; ++row) {
+  for_each_row<2>(shape.dims, shape.size, {shape.a_stride, shape.b_stride}, [&](int64_t row, const auto& offsets) {
+    const auto* x_row = x + offsets[0];
+    const auto* y_row = y + offsets[1];
     for (int64_t j = 0; j < inner; ++j) {
-      o[row * inner + j] = E::store(op(E::load(x[x_offset + j * x_step]), E::load(y[y_offset + j * y_step])));
+      o[row * inner + j] = E::store(op(E::load(x_row[j * x_step]), E::load(y_row[j * y_step])));
     }
-    // The next row: an odometer over the outer dimensions.
-    for (int64_t d = last - 1; d >= 0; --d) {
-      x_offset += shape.a_stride[d];
-      y_offset += shape.b_stride[d];
-      if (++index[d] < shape.size[d]) {
-        break;
-      }
-      x_offset -= shape.a_stride[d] * shape.size[d];
-      y_offset -= shape.b_stride[d] * shape.size[d];
-      index[d] = 0;
-    }
-  }
+  });
 }
 
 // Calls `body(operation)` with the element operation of BinaryOp `op`
@@ -135,6 +120,8 @@ V apply_unary(UnaryOp op, V x) {
       return V(0.5) * x * (V(1) + std::tanh(gelu_tanh_inner(x)));
     case UnaryOp::kSilu:
       return x * sigmoid(x);
+    case UnaryOp::kRsqrt:  // as the CPU's vectorised rsqrt: a division, not an approximation
+      return V(1) / std::sqrt(x);
   }
   return x;
 }
@@ -166,6 +153,7 @@ V apply_backward(UnaryOp op, V grad, V saved) {
     }
     case UnaryOp::kNeg:
     case UnaryOp::kExp:
+    case UnaryOp::kRsqrt:
       break;
   }
   return grad;

@@ -27,9 +27,11 @@ inline constexpr int64_t kMaxBroadcastDims = 8;
 
 // torchplug_unary(out*, in*, count, dtype, op); `out` may be `in`.
 inline constexpr const char kUnary[] = "torchplug_unary";
-enum class UnaryOp : int64_t { kNeg = 0, kRelu = 1, kSigmoid = 2, kTanh = 3, kExp = 4, kGelu = 5, kGeluTanh = 6, kSilu = 7 };
+enum class UnaryOp : int64_t {
+  kNeg = 0, kRelu = 1, kSigmoid = 2, kTanh = 3, kExp = 4, kGelu = 5, kGeluTanh = 6, kSilu = 7, kRsqrt = 8
+};
 // The operations are numbered from 0 without a gap.
-inline constexpr int64_t kUnaryOpCount = static_cast<int64_t>(UnaryOp::kSilu) + 1;
+inline constexpr int64_t kUnaryOpCount = static_cast<int64_t>(UnaryOp::kRsqrt) + 1;
 
 // torchplug_unary_backward(grad_in*, grad_out*, saved*, count, dtype, op):
 // the gradient of UnaryOp `op` (kRelu, kSigmoid, kTanh, kGelu, kGeluTanh,
@@ -101,5 +103,22 @@ inline constexpr const char kIndexRows[] = "torchplug_index_rows";
 // added to row indices[i], in the order of i (as the CPU's loop), skipping
 // `padding_idx`.
 inline constexpr const char kEmbeddingBackward[] = "torchplug_embedding_backward";
+
+// torchplug_strided_copy(dst*, src*, dims, element_bytes, then for each of
+// `dims` dimensions: size, dst_stride, src_stride): every element of a
+// strided view of `src` copied to the same place of a strided view of `dst`
+// (strides in elements, `element_bytes` each, any element type); what
+// .contiguous(), cat and copy_ between views of one device run. The two
+// views overlap neither each other nor themselves.
+inline constexpr const char kStridedCopy[] = "torchplug_strided_copy";
+inline constexpr int64_t kMaxCopyDims = 8;
+
+// torchplug_dropout(out*, in*, mask*, count, dtype, scale, round_scale):
+// dropout's elementwise part for the bool `mask` drawn on the host (1 keeps
+// an element): `in` times `scale` where the mask keeps it, times zero where
+// it does not (so NaN stays NaN and signs stay, as on the CPU). The forward
+// (`round_scale` 1) rounds `scale` to the element type first, as the CPU's
+// native_dropout does; the backward (0) multiplies by it as it is.
+inline constexpr const char kDropout[] = "torchplug_dropout";
 
 }  // namespace torchplug::device_kernels

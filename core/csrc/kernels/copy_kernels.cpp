@@ -18,6 +18,7 @@
 #include <torch/library.h>
 
 #include "backend/backend.h"
+#include "kernels/device_copy.h"
 #include "profiler/device_activity.h"
 #include "memory/host_alias.h"
 #include "memory/host_allocator.h"
@@ -149,6 +150,9 @@ at::Tensor copy_through_driver(const at::Tensor& src, const at::Tensor& dst, boo
         stream.synchronize();
       }
     });
+    return dst;
+  }
+  if (copy_inside_device(src, dst)) {
     return dst;
   }
   // A destination whose every byte is written (dense, no math bit, not over

@@ -20,6 +20,10 @@ namespace torchplug {
 
 namespace dk = device_kernels;
 
+// Whether `type`'s devices run the core's device kernels (their driver loads
+// the core's kernel image).
+bool has_module_kernels(c10::DeviceType type);
+
 // The kernels' element type for `type`, if they take it.
 std::optional<dk::DType> kernel_dtype(c10::ScalarType type);
 
@@ -29,6 +33,18 @@ bool dense_on(const at::Tensor& tensor, c10::Device device);
 
 // dense_on `model`'s device, of its type and shape.
 bool dense_like(const at::Tensor& tensor, const at::Tensor& model);
+
+// An elementwise kernel's operands over `self`, which it runs over as flat
+// arrays: `out`, laid out as the CPU lays out the result of an operation on
+// `self` alone (TensorIterator's rule: contiguous for a contiguous `self`, in
+// the order of its strides otherwise), and `in`, `self` in that same layout
+// (itself, or a copy made inside the device). nullopt for a tensor that is not
+// a strided one of a type the kernels take on a device.
+struct FlatOperands {
+  at::Tensor out;
+  at::Tensor in;
+};
+std::optional<FlatOperands> flat_operands(const at::Tensor& self);
 
 // An optional tensor argument's tensor, undefined when it is absent.
 inline at::Tensor defined_or_none(const std::optional<at::Tensor>& tensor) {

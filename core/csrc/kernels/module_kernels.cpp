@@ -35,6 +35,8 @@
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
@@ -48,8 +50,6 @@
 #include <c10/util/string_view.h>
 
 #include "device_kernels/kernel_abi.h"
-#include "driver/device_runtime.h"
-#include "driver/kernel_module.h"
 #include "kernels/cpu_fallback.h"
 #include "kernels/device_kernel_calls.h"
 #include "registration/device_kernels.h"
@@ -176,14 +176,31 @@ bool broadcast_binary_in_place(const at::Tensor& self, const at::Tensor& other, 
   return true;
 }
 
-template <typename Op, dk::BinaryOp kOp>
-at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
-  if (const auto operands = binary_operands(self, other, 1)) {
+// self op other, out of place, when the kernels cover the call: dense
+// operands, two device tensors of any strides by the broadcast kernel, or a
+// strided `self` and a host number, as flat_operands lays them out.
+std::optional<at::Tensor> binary_on_device(const at::Tensor& self, const at::Tensor& other, dk::BinaryOp op,
+                                           const c10::Scalar& alpha) {
+  if (const auto operands = binary_operands(self, other, alpha)) {
     at::Tensor out = at::empty(self.sizes(), self.options());
-    launch_binary(out, self, *operands, kOp, 1);
+    launch_binary(out, self, *operands, op, alpha);
     return out;
   }
-  if (auto out = broadcast_binary(self, other, kOp, 1)) {
+  if (auto out = broadcast_binary(self, other, op, alpha)) {
+    return out;
+  }
+  const std::optional<double> scalar = host_scalar(self, other);
+  const std::optional<FlatOperands> flat = scalar && !alpha.isComplex() ? flat_operands(self) : std::nullopt;
+  if (!flat) {
+    return std::nullopt;
+  }
+  launch_binary(flat->out, flat->in, BinaryOperands{at::Tensor(), *scalar}, op, alpha);
+  return flat->out;
+}
+
+template <typename Op, dk::BinaryOp kOp>
+at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
+  if (auto out = binary_on_device(self, other, kOp, 1)) {
     return *out;
   }
   return call_through_fallback<Op>(fallback_keys(self, other), self, other);
@@ -191,15 +208,21 @@ at::Tensor binary(const at::Tensor& self, const at::Tensor& other) {
 
 template <typename Op, dk::BinaryOp kOp>
 at::Tensor binary_alpha(const at::Tensor& self, const at::Tensor& other, const c10::Scalar& alpha) {
-  if (const auto operands = binary_operands(self, other, alpha)) {
-    at::Tensor out = at::empty(self.sizes(), self.options());
-    launch_binary(out, self, *operands, kOp, alpha);
-    return out;
-  }
-  if (auto out = broadcast_binary(self, other, kOp, alpha)) {
+  if (auto out = binary_on_device(self, other, kOp, alpha)) {
     return *out;
   }
   return call_through_fallback<Op>(fallback_keys(self, other), self, other, alpha);
+}
+
+// self op a Python number (mul.Scalar, div.Scalar): as with a 0-dim host tensor.
+template <typename Op, dk::BinaryOp kOp>
+at::Tensor binary_scalar(const at::Tensor& self, const c10::Scalar& other) {
+  if (!other.isComplex() && !self.device().is_cpu()) {
+    if (auto out = binary_on_device(self, at::native::wrapped_scalar_tensor(other), kOp, 1)) {
+      return *out;
+    }
+  }
+  return call_through_fallback<Op>(fallback_keys(self), self, other);
 }
 
 template <typename Op, dk::BinaryOp kOp>
@@ -246,10 +269,9 @@ void launch_unary(const at::Tensor& out, const at::Tensor& self, dk::UnaryOp op)
 
 template <typename Op, dk::UnaryOp kOp>
 at::Tensor unary(const at::Tensor& self) {
-  if (dense_on(self, self.device())) {
-    at::Tensor out = at::empty(self.sizes(), self.options());
-    launch_unary(out, self, kOp);
-    return out;
+  if (const std::optional<FlatOperands> flat = flat_operands(self)) {
+    launch_unary(flat->out, flat->in, kOp);
+    return flat->out;
   }
   return call_through_fallback<Op>(fallback_keys(self), self);
 }
@@ -642,10 +664,6 @@ at::Tensor nll_loss_backward(const at::Tensor& grad_output, const at::Tensor& se
 
 }  // namespace
 
-bool has_module_kernels(c10::DeviceType type) {
-  return translate_runtime_errors([&] { return driver::KernelModule::of(device_runtime(type)) != nullptr; });
-}
-
 void register_module_kernels(DeviceKernels& library) {
   using dk::BinaryOp;
   using dk::UnaryOp;
@@ -657,6 +675,8 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("sub_.Tensor", TORCH_FN((binary_alpha_in_place<at::_ops::sub__Tensor, BinaryOp::kSub>)));
   library.impl("mul_.Tensor", TORCH_FN((binary_in_place<at::_ops::mul__Tensor, BinaryOp::kMul>)));
   library.impl("div_.Tensor", TORCH_FN((binary_in_place<at::_ops::div__Tensor, BinaryOp::kDiv>)));
+  library.impl("mul.Scalar", TORCH_FN((binary_scalar<at::_ops::mul_Scalar, BinaryOp::kMul>)));
+  library.impl("div.Scalar", TORCH_FN((binary_scalar<at::_ops::div_Scalar, BinaryOp::kDiv>)));
   library.impl("neg", TORCH_FN((unary<at::_ops::neg, UnaryOp::kNeg>)));
   library.impl("relu", TORCH_FN((unary<at::_ops::relu, UnaryOp::kRelu>)));
   library.impl("relu_", TORCH_FN((unary_in_place<at::_ops::relu_, UnaryOp::kRelu>)));
@@ -664,6 +684,7 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("tanh", TORCH_FN((unary<at::_ops::tanh, UnaryOp::kTanh>)));
   library.impl("exp", TORCH_FN((unary<at::_ops::exp, UnaryOp::kExp>)));
   library.impl("silu", TORCH_FN((unary<at::_ops::silu, UnaryOp::kSilu>)));
+  library.impl("rsqrt", TORCH_FN((unary<at::_ops::rsqrt, UnaryOp::kRsqrt>)));
   library.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar));
   library.impl("gelu", TORCH_FN(gelu));
   library.impl("threshold_backward", TORCH_FN(threshold_backward));

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "kernels/cpu_fallback.h"
+#include "kernels/device_kernel_calls.h"
 #include "memory/device_allocator.h"
 #include "device/device_guard.h"
 #include "memory/host_alias.h"
@@ -147,8 +148,9 @@ void register_native_kernels(DeviceKernels& library);
 void register_host_kernels(DeviceKernels& library);
 void register_direct_loop_kernels(DeviceKernels& library);
 void register_recurrent_kernels(DeviceKernels& library);
-bool has_module_kernels(c10::DeviceType type);
 void register_module_kernels(DeviceKernels& library);
+void register_copy_module_kernels(DeviceKernels& library);
+void register_dropout_module_kernels(DeviceKernels& library);
 void register_foreach_module_kernels(DeviceKernels& library);
 void register_normalization_module_kernels(DeviceKernels& library);
 void register_embedding_module_kernels(DeviceKernels& library);
@@ -174,6 +176,8 @@ void register_deferred_kernels(const BackendIdentity& backend) {
       // loaded through the driver); registered first, so the host kernels
       // below keep the operators they cover only for the others.
       register_module_kernels(device_kernels);
+      register_copy_module_kernels(device_kernels);
+      register_dropout_module_kernels(device_kernels);
       register_foreach_module_kernels(device_kernels);
       register_normalization_module_kernels(device_kernels);
       register_embedding_module_kernels(device_kernels);
