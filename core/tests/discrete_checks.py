@@ -64,6 +64,16 @@ def identical(device_result: torch.Tensor, cpu_result: torch.Tensor) -> bool:
     )
 
 
+def refused(mistake: str, run: Callable[[], object], words: str) -> list[str]:
+    """The problems, if any, with how a call torch refuses at once is refused
+    on the device: `run` must raise a RuntimeError in `words`."""
+    try:
+        run()
+    except RuntimeError as error:
+        return [] if words in str(error) else [f"{mistake} gave: {error}"]
+    return [f"{mistake} was accepted"]
+
+
 def failure_is_reported(mistake: str, run: Callable[[], torch.Tensor], words: str) -> list[str]:
     """The problems, if any, with how a kernel failure is reported: `run` (whose
     kernel fails on the user's `mistake`) must raise at the synchronising copy
@@ -410,12 +420,11 @@ def broadcasts_powers_and_batched_products_match_the_cpu() -> object:
     if through:
         problems.append(f"through the fallback: {sorted(through)}")
     # Shapes that do not broadcast still fail as on the CPU.
-    try:
-        torch.ones(2, 3, device=DEVICE) * torch.ones(4, device=DEVICE)
-        problems.append("(2, 3) * (4,) was accepted")
-    except RuntimeError as error:
-        if "must match the size of tensor b" not in str(error):
-            problems.append(f"(2, 3) * (4,) gave: {error}")
+    problems += refused(
+        "(2, 3) * (4,)",
+        lambda: torch.ones(2, 3, device=DEVICE) * torch.ones(4, device=DEVICE),
+        "must match the size of tensor b",
+    )
     return [not problems, *problems[:5]]
 
 
@@ -591,14 +600,69 @@ def strided_copies_run_on_the_device() -> object:
             "Sizes of tensors must match except in dimension 1",
         ),
     ):
-        try:
-            run()
-            problems.append(f"{mistake} was accepted")
-        except RuntimeError as error:
-            if words not in str(error):
-                problems.append(f"{mistake} gave: {error}")
+        problems += refused(mistake, run, words)
     if overlapping.cpu().tolist() != [float(i) for i in range(10)]:
         problems.append("the refused overlapping copy wrote")
+    return [not problems, *problems[:5]]
+
+
+@check
+def attention_masks_and_fills_run_on_the_device() -> object:
+    """Attention's _safe_softmax (zeros for a row masked out entirely),
+    fill_/zero_ of every element type and arange over whole numbers (position
+    ids) run inside the device, as the CPU computes them; a value the type
+    cannot hold fails as on the CPU."""
+    problems = []
+    torch.dsc.reset_fallback_report()
+    scores = torch.randn(2, 3, 5)
+    scores[0, 1] = float("-inf")
+    scores[1, 2, :3] = float("-inf")
+    scores[1, 0, 0] = float("nan")
+    expected = torch.ops.aten._safe_softmax(scores, -1)
+    result = torch.ops.aten._safe_softmax(scores.to(DEVICE), -1).cpu()
+    if not torch.equal(result.isnan(), expected.isnan()) or not close(
+        result.nan_to_num(), expected.nan_to_num()
+    ):
+        problems.append("_safe_softmax differs from the CPU's")
+    for dtype in (
+        torch.bool,
+        torch.int8,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.complex64,
+    ):
+        for value in (1, 0, -3.75):
+            if dtype in (torch.bool, torch.int8, torch.int64) and value == -3.75:
+                continue
+            if not same(
+                torch.full((3, 4), value, dtype=dtype, device=DEVICE),
+                torch.full((3, 4), value, dtype=dtype),
+            ):
+                problems.append(f"a fill with {value} in {dtype} differs")
+        permuted = torch.ones(4, 6, dtype=dtype, device=DEVICE).t().zero_()
+        if not same(permuted, torch.zeros(6, 4, dtype=dtype)):
+            problems.append(f"zero_ of a transpose in {dtype} differs")
+    for arguments, dtype in (
+        ((7,), None),
+        ((0, 12), torch.int64),
+        ((3, -9, -2), torch.int64),
+        ((2, 11, 3), torch.float64),
+        ((5,), torch.int32),
+    ):
+        expected = torch.arange(*arguments, dtype=dtype)
+        if not same(torch.arange(*arguments, dtype=dtype, device=DEVICE), expected):
+            problems.append(f"arange{arguments} in {dtype} differs")
+    leaked = [row.operator for row in torch.dsc.fallback_report()]
+    if leaked:
+        problems.append(f"took the copying fallback: {leaked}")
+    if not same(torch.arange(0, 1, 0.1, device=DEVICE), torch.arange(0, 1, 0.1)):
+        problems.append("a fractional arange (through the fallback) differs")
+    problems += refused(
+        "filling int8 with 300",
+        lambda: torch.empty(3, dtype=torch.int8, device=DEVICE).fill_(300),
+        "value cannot be converted to type int8_t without overflow",
+    )
     return [not problems, *problems[:5]]
 
 

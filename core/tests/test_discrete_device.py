@@ -69,6 +69,7 @@ def test_the_backend_activates(results: dict[str, dict]) -> None:
         "embeddings_match_the_cpu",
         "strided_copies_run_on_the_device",
         "dropout_runs_on_the_device",
+        "attention_masks_and_fills_run_on_the_device",
         "broadcasts_powers_and_batched_products_match_the_cpu",
         "convolution_and_batch_norm_match_the_cpu",
         "lstm_trains",

@@ -46,13 +46,20 @@ inline constexpr const char kUnaryBackward[] = "torchplug_unary_backward";
 // strides 0 where it broadcasts.
 inline constexpr const char kGemm[] = "torchplug_gemm";
 
-// torchplug_softmax(out*, in*, rows, columns, dtype, log): softmax (or
-// log_softmax when `log` is 1) over each row's `columns` dense elements.
+// torchplug_softmax(out*, in*, rows, columns, dtype, mode): the SoftmaxMode
+// `mode` over each row's `columns` dense elements.
 inline constexpr const char kSoftmax[] = "torchplug_softmax";
-// torchplug_softmax_backward(grad_in*, grad_out*, out*, rows, columns, dtype, log).
+// kSafe: softmax, but zeros for a row whose every element is -inf (where
+// softmax gives NaN), as torch's _safe_softmax, which attention runs.
+enum class SoftmaxMode : int64_t { kSoftmax = 0, kLogSoftmax = 1, kSafe = 2 };
+// torchplug_softmax_backward(grad_in*, grad_out*, out*, rows, columns, dtype,
+// log): the gradient of softmax (log 0, kSafe's too) or log_softmax (log 1).
 inline constexpr const char kSoftmaxBackward[] = "torchplug_softmax_backward";
 
-// torchplug_fill(out*, count, dtype, value): every element set to `value`.
+// torchplug_fill(out*, count, element_bytes, low, high): each of `count`
+// elements of `element_bytes` (at most 16) set to the first `element_bytes`
+// bytes of the pattern `low`, `high` (little-endian int64s): the value as
+// the host converted it to the element type, so any type is filled.
 inline constexpr const char kFill[] = "torchplug_fill";
 
 // torchplug_sum(out*, in*, outer, reduce, inner, dtype): `in` read as
@@ -112,6 +119,12 @@ inline constexpr const char kEmbeddingBackward[] = "torchplug_embedding_backward
 // views overlap neither each other nor themselves.
 inline constexpr const char kStridedCopy[] = "torchplug_strided_copy";
 inline constexpr int64_t kMaxCopyDims = 8;
+
+// torchplug_arange(out*, count, type, start, step): out[i] = start + i * step
+// for i < count, integers written as the RangeType `type`: arange over whole
+// numbers, which every element type the kernel writes holds exactly.
+inline constexpr const char kArange[] = "torchplug_arange";
+enum class RangeType : int64_t { kInt64 = 0, kInt32 = 1, kFloat32 = 2, kFloat64 = 3 };
 
 // torchplug_dropout(out*, in*, mask*, count, dtype, scale, round_scale):
 // dropout's elementwise part for the bool `mask` drawn on the host (1 keeps

@@ -1,22 +1,79 @@
-// Fills and sums.
+// Fills, ranges and sums.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 
 #include "device_kernels/kernel_args.h"
+
+namespace {
+
+// `count` words of type Word, each the first bytes of `pattern`: a loop the compiler vectorises.
+template <typename Word>
+void fill_words(void* out, int64_t count, const int64_t* pattern) {
+  Word word;
+  std::memcpy(&word, pattern, sizeof word);
+  auto* o = static_cast<Word*>(out);
+  for (int64_t i = 0; i < count; ++i) {
+    o[i] = word;
+  }
+}
+
+template <typename T>
+void write_range(void* out, int64_t count, int64_t start, int64_t step) {
+  auto* o = static_cast<T*>(out);
+  for (int64_t i = 0; i < count; ++i) {
+    o[i] = static_cast<T>(start + i * step);
+  }
+}
+
+}  // namespace
 
 using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_fill) {
-  const auto [out, count, dtype, value] = args.read<void*, int64_t, int64_t, double>();
-  return with_dtype(args, dtype, [&](auto element) {
-    using E = decltype(element);
-    const auto stored = E::store(static_cast<typename E::value>(value));
-    auto* o = E::at(out);
-    for (int64_t i = 0; i < count; ++i) {
-      o[i] = stored;
-    }
+  const auto [out, count, element_bytes, low, high] = args.read<void*, int64_t, int64_t, int64_t, int64_t>();
+  if (!args.ok()) {
+    return 1;
+  }
+  if (element_bytes < 1 || element_bytes > 16) {
+    return args.fail("fills elements of 1 to 16 bytes, not %lld", static_cast<long long>(element_bytes));
+  }
+  const int64_t pattern[2] = {low, high};
+  switch (element_bytes) {
+    case 2:
+      fill_words<uint16_t>(out, count, pattern);
+      return 0;
+    case 4:
+      fill_words<uint32_t>(out, count, pattern);
+      return 0;
+    case 8:
+      fill_words<uint64_t>(out, count, pattern);
+      return 0;
+    default:
+      break;
+  }
+  auto* o = static_cast<char*>(out);
+  const auto bytes = static_cast<size_t>(element_bytes);
+  for (int64_t i = 0; i < count; ++i) {
+    std::memcpy(o + i * element_bytes, pattern, bytes);
+  }
+  return 0;
+}
+
+TORCHPLUG_DEVICE_KERNEL(torchplug_arange) {
+  const auto [out, count, type, start, step] = args.read<void*, int64_t, int64_t, int64_t, int64_t>();
+  if (!args.ok()) {
+    return 1;
+  }
+  // Indexed by RangeType.
+  constexpr void (*kWriters[])(void*, int64_t, int64_t, int64_t) = {write_range<int64_t>, write_range<int32_t>,
+                                                                    write_range<float>, write_range<double>};
+  if (type >= 0 && type < static_cast<int64_t>(std::size(kWriters))) {
+    kWriters[type](out, count, start, step);
     return 0;
-  });
+  }
+  return args.fail("has no range type %lld", static_cast<long long>(type));
 }
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_sum) {

@@ -9,8 +9,9 @@ namespace torchplug::device_kernels {
 namespace {
 
 template <typename E>
-void softmax_rows(void* out, const void* in, int64_t rows, int64_t columns, bool log) {
+void softmax_rows(void* out, const void* in, int64_t rows, int64_t columns, SoftmaxMode mode) {
   using V = typename E::value;
+  const bool log = mode == SoftmaxMode::kLogSoftmax;
   for (int64_t r = 0; r < rows; ++r) {
     const auto* x = E::at(in) + r * columns;
     auto* y = E::at(out) + r * columns;
@@ -18,6 +19,12 @@ void softmax_rows(void* out, const void* in, int64_t rows, int64_t columns, bool
     for (int64_t j = 0; j < columns; ++j) {
       const V value = E::load(x[j]);
       largest = value > largest || std::isnan(value) ? value : largest;
+    }
+    if (mode == SoftmaxMode::kSafe && largest == -INFINITY) {  // every element masked out
+      for (int64_t j = 0; j < columns; ++j) {
+        y[j] = E::store(V(0));
+      }
+      continue;
     }
     V total = V(0);
     for (int64_t j = 0; j < columns; ++j) {
@@ -62,9 +69,13 @@ void softmax_backward_rows(void* grad_in, const void* grad_out, const void* outp
 using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_softmax) {
-  const auto [out, in, rows, columns, dtype, log] = args.read<void*, const void*, int64_t, int64_t, int64_t, int64_t>();
+  const auto [out, in, rows, columns, dtype, mode] =
+      args.read<void*, const void*, int64_t, int64_t, int64_t, int64_t>();
+  if (args.ok() && (mode < 0 || mode > static_cast<int64_t>(SoftmaxMode::kSafe))) {
+    return args.fail("has no mode %lld", static_cast<long long>(mode));
+  }
   return with_dtype(args, dtype, [&](auto element) {
-    softmax_rows<decltype(element)>(out, in, rows, columns, log != 0);
+    softmax_rows<decltype(element)>(out, in, rows, columns, static_cast<SoftmaxMode>(mode));
     return 0;
   });
 }

@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
 #include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_safe_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
@@ -26,7 +27,6 @@
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
-#include <ATen/ops/fill_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/sum_ops.h>
@@ -45,7 +45,6 @@
 #include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
-#include <ATen/ops/zero_ops.h>
 #include <c10/core/WrapDimMinimal.h>
 #include <c10/util/string_view.h>
 
@@ -465,7 +464,8 @@ bool over_last_dimension(const at::Tensor& tensor, int64_t dim) {
   return tensor.dim() > 0 && c10::maybe_wrap_dim(dim, tensor.dim()) == tensor.dim() - 1;
 }
 
-std::optional<at::Tensor> softmax_forward(const at::Tensor& self, int64_t dim, bool half_to_float, bool log) {
+std::optional<at::Tensor> softmax_forward(const at::Tensor& self, int64_t dim, bool half_to_float,
+                                          dk::SoftmaxMode mode) {
   if (half_to_float || !dense_on(self, self.device()) || !over_last_dimension(self, dim)) {
     return std::nullopt;
   }
@@ -474,7 +474,7 @@ std::optional<at::Tensor> softmax_forward(const at::Tensor& self, int64_t dim, b
   if (self.numel() > 0) {
     launch(dk::kSoftmax, self.device(),
            {pointer(out), pointer(self), integer(self.numel() / columns), integer(columns), dtype_of(self),
-            integer(log ? 1 : 0)});
+            code(mode)});
   }
   return out;
 }
@@ -497,10 +497,21 @@ std::optional<at::Tensor> softmax_gradient(const at::Tensor& grad_output, const 
 
 template <typename Op, bool kLog>
 at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
-  if (auto out = softmax_forward(self, dim, half_to_float, kLog)) {
+  const dk::SoftmaxMode mode = kLog ? dk::SoftmaxMode::kLogSoftmax : dk::SoftmaxMode::kSoftmax;
+  if (auto out = softmax_forward(self, dim, half_to_float, mode)) {
     return *out;
   }
   return call_through_fallback<Op>(fallback_keys(self), self, dim, half_to_float);
+}
+
+// What attention runs: softmax, with zeros for a row masked out entirely.
+at::Tensor safe_softmax(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
+  if (!dtype.has_value() || *dtype == self.scalar_type()) {
+    if (auto out = softmax_forward(self, dim, false, dk::SoftmaxMode::kSafe)) {
+      return *out;
+    }
+  }
+  return call_through_fallback<at::_ops::_safe_softmax>(fallback_keys(self), self, dim, dtype);
 }
 
 template <typename Op, bool kLog>
@@ -512,25 +523,7 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
   return call_through_fallback<Op>(fallback_keys(grad_output, output), grad_output, output, dim, input_dtype);
 }
 
-// ------------------------------------------------------------ fills and sums
-
-at::Tensor& fill(at::Tensor& self, const c10::Scalar& value) {
-  if (dense_on(self, self.device()) && !value.isComplex()) {
-    if (self.numel() > 0) {
-      launch(dk::kFill, self.device(), {pointer(self), integer(self.numel()), dtype_of(self), number(value.toDouble())});
-    }
-    return self;
-  }
-  return call_through_fallback<at::_ops::fill__Scalar>(fallback_keys(self), self, value);
-}
-
-// zero_ has a CPU kernel of its own, so it does not reach fill_ by itself.
-at::Tensor& zero(at::Tensor& self) {
-  if (dense_on(self, self.device())) {
-    return fill(self, 0);
-  }
-  return call_through_fallback<at::_ops::zero_>(fallback_keys(self), self);
-}
+// ------------------------------------------------------------ sums
 
 // The sum of `self` over `dims` (all when empty) when they are adjacent
 // dimensions: `self` read as (outer, reduce, inner).
@@ -699,10 +692,9 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("bmm", TORCH_FN(bmm_on_device));
   library.impl("_softmax", TORCH_FN((softmax<at::_ops::_softmax, false>)));
   library.impl("_log_softmax", TORCH_FN((softmax<at::_ops::_log_softmax, true>)));
+  library.impl("_safe_softmax", TORCH_FN(safe_softmax));
   library.impl("_softmax_backward_data",
                TORCH_FN((softmax_backward<at::_ops::_softmax_backward_data, false>)));
-  library.impl("fill_.Scalar", TORCH_FN(fill));
-  library.impl("zero_", TORCH_FN(zero));
   library.impl("sum", TORCH_FN(sum_all));
   library.impl("sum.dim_IntList", TORCH_FN(sum_dims));
   library.impl("mean.dim", TORCH_FN(mean_dims));

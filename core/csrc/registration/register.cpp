@@ -148,12 +148,7 @@ void register_native_kernels(DeviceKernels& library);
 void register_host_kernels(DeviceKernels& library);
 void register_direct_loop_kernels(DeviceKernels& library);
 void register_recurrent_kernels(DeviceKernels& library);
-void register_module_kernels(DeviceKernels& library);
-void register_copy_module_kernels(DeviceKernels& library);
-void register_dropout_module_kernels(DeviceKernels& library);
-void register_foreach_module_kernels(DeviceKernels& library);
-void register_normalization_module_kernels(DeviceKernels& library);
-void register_embedding_module_kernels(DeviceKernels& library);
+void register_device_module_kernels(DeviceKernels& library);
 void register_math_bit_copies();
 
 namespace {
@@ -175,12 +170,7 @@ void register_deferred_kernels(const BackendIdentity& backend) {
       // Kernels the device runs itself (the core's device-kernel module,
       // loaded through the driver); registered first, so the host kernels
       // below keep the operators they cover only for the others.
-      register_module_kernels(device_kernels);
-      register_copy_module_kernels(device_kernels);
-      register_dropout_module_kernels(device_kernels);
-      register_foreach_module_kernels(device_kernels);
-      register_normalization_module_kernels(device_kernels);
-      register_embedding_module_kernels(device_kernels);
+      register_device_module_kernels(device_kernels);
     }
     register_recurrent_kernels(device_kernels);  // ATen operators on the device tensors: any device
     register_host_kernels(device_kernels);       // over host aliases, or through the copying fallback
