@@ -1,15 +1,18 @@
 // Copies inside a device whose memory the host cannot address: copy_ between
-// views of one device (what .contiguous() and clone of a view run) and cat,
-// whose inputs are copied into their places of the result.
+// views of one device (what .contiguous() and clone of a view run), cat,
+// whose inputs are copied into their places of the result, and the layout an
+// elementwise kernel's operands take (flat_operands).
 #include "kernels/device_copy.h"
 
 #include <cstdint>
 #include <vector>
 
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/cat_ops.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/WrapDimMinimal.h>
 
@@ -48,6 +51,21 @@ CopyDims merged_dims(const at::Tensor& dst, const at::Tensor& src) {
     dims = CopyDims{{1}, {1}, {1}};
   }
   return dims;
+}
+
+// Whether a kernel running over `a` and `b` as flat arrays pairs their elements
+// index by index: both dense, with equal strides wherever a dimension has more
+// than one element.
+bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.is_non_overlapping_and_dense() || !b.is_non_overlapping_and_dense() || a.sizes() != b.sizes()) {
+    return false;
+  }
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.size(d) > 1 && a.stride(d) != b.stride(d)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 bool plain_strided(const at::Tensor& tensor) {
@@ -128,6 +146,29 @@ bool copy_inside_device(const at::Tensor& src, const at::Tensor& dst) {
   }
   launch(dk::kStridedCopy, device, args.data(), args.size());
   return true;
+}
+
+std::optional<FlatOperands> flat_operands(const at::Tensor& self) {
+  const c10::Device device = self.device();
+  if (dense_on(self, device)) {
+    return FlatOperands{at::empty(self.sizes(), self.options()), self};
+  }
+  if (!self.defined() || device.is_cpu() || self.layout() != c10::kStrided || self.is_conj() || self.is_neg() ||
+      !kernel_dtype(self.scalar_type()).has_value()) {
+    return std::nullopt;
+  }
+  // The CPU's layout of the result, from an iterator over a meta tensor of `self`'s shape and strides.
+  const at::Tensor shape = at::empty_strided(self.sizes(), self.strides(), self.options().device(c10::kMeta));
+  at::TensorIterator iter = at::TensorIteratorConfig().add_owned_output(at::Tensor()).add_const_input(shape).build();
+  at::Tensor out = at::empty_strided(self.sizes(), iter.output().strides(), self.options());
+  if (same_dense_layout(self, out)) {
+    return FlatOperands{out, self};
+  }
+  at::Tensor in = at::empty_strided(self.sizes(), out.strides(), self.options());
+  if (!copy_inside_device(self, in)) {
+    return std::nullopt;
+  }
+  return FlatOperands{out, in};
 }
 
 void register_copy_module_kernels(DeviceKernels& library) { library.impl("cat", TORCH_FN(cat)); }

@@ -1,7 +1,10 @@
 #pragma once
 // Copies between tensors of one device whose memory the host cannot address,
 // run inside the device by the core's strided-copy kernel
-// (device_kernels/copy.cpp) rather than through host copies of both sides.
+// (device_kernels/copy.cpp) rather than through host copies of both sides,
+// and the operands of an elementwise kernel laid out by them.
+#include <optional>
+
 #include <ATen/core/Tensor.h>
 
 namespace torchplug {
@@ -12,5 +15,17 @@ namespace torchplug {
 // between them and no element of `dst` written twice. False, having done
 // nothing, otherwise.
 bool copy_inside_device(const at::Tensor& src, const at::Tensor& dst);
+
+// An elementwise kernel's operands over `self`, which it runs over as flat
+// arrays: `out`, laid out as the CPU lays out the result of an operation on
+// `self` alone (TensorIterator's rule: contiguous for a contiguous `self`, in
+// the order of its strides otherwise), and `in`, `self` in that same layout
+// (itself, or a copy made inside the device). nullopt for a tensor that is not
+// a strided one of a type the kernels take on a device.
+struct FlatOperands {
+  at::Tensor out;
+  at::Tensor in;
+};
+std::optional<FlatOperands> flat_operands(const at::Tensor& self);
 
 }  // namespace torchplug

@@ -34,18 +34,6 @@ bool dense_on(const at::Tensor& tensor, c10::Device device);
 // dense_on `model`'s device, of its type and shape.
 bool dense_like(const at::Tensor& tensor, const at::Tensor& model);
 
-// An elementwise kernel's operands over `self`, which it runs over as flat
-// arrays: `out`, laid out as the CPU lays out the result of an operation on
-// `self` alone (TensorIterator's rule: contiguous for a contiguous `self`, in
-// the order of its strides otherwise), and `in`, `self` in that same layout
-// (itself, or a copy made inside the device). nullopt for a tensor that is not
-// a strided one of a type the kernels take on a device.
-struct FlatOperands {
-  at::Tensor out;
-  at::Tensor in;
-};
-std::optional<FlatOperands> flat_operands(const at::Tensor& self);
-
 // An optional tensor argument's tensor, undefined when it is absent.
 inline at::Tensor defined_or_none(const std::optional<at::Tensor>& tensor) {
   return tensor.has_value() ? *tensor : at::Tensor();

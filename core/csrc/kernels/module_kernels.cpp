@@ -50,6 +50,7 @@
 
 #include "device_kernels/kernel_abi.h"
 #include "kernels/cpu_fallback.h"
+#include "kernels/device_copy.h"
 #include "kernels/device_kernel_calls.h"
 #include "registration/device_kernels.h"
 
