@@ -431,7 +431,8 @@ def broadcasts_powers_and_batched_products_match_the_cpu() -> object:
 @check
 def layer_norm_matches_the_cpu() -> object:
     """native_layer_norm and its backward run as device kernels, with or without the
-    affine parameters, over one or several normalised dimensions."""
+    affine parameters, over one or several normalised dimensions, of a permuted
+    (strided) input too."""
     torch.manual_seed(0)
     problems = []
     torch.dsc.reset_fallback_report()
@@ -442,8 +443,12 @@ def layer_norm_matches_the_cpu() -> object:
             ((2, 3, 5), (3, 5), True),
             ((6, 33), (33,), False),
             ((0, 4), (4,), True),
+            ((2, 6, 3, 4), (6,), True),  # channels normalised through a permute (ConvNeXt's)
         ):
             x = torch.randn(shape, dtype=dtype) * 3 + 1
+            if len(shape) == 4:
+                x = x.permute(0, 2, 3, 1)
+                shape = tuple(x.shape)
             parameters = (
                 [torch.randn(normalized, dtype=dtype), torch.randn(normalized, dtype=dtype)]
                 if affine
@@ -522,7 +527,7 @@ def embeddings_match_the_cpu() -> object:
         lambda: torch.nn.functional.embedding(
             torch.tensor([1, 5], device=DEVICE), torch.randn(5, 2, device=DEVICE)
         ),
-        "index 5 is out of range for a table of 5 rows",
+        "index 5 is out of bounds for dimension 0 with size 5",
     )
     calls = {row.operator: row.calls for row in torch.dsc.fallback_report()}
     through = {
@@ -531,6 +536,74 @@ def embeddings_match_the_cpu() -> object:
     }
     if through != {"aten::index_select": 3, "aten::embedding_dense_backward": 0}:
         problems.append(f"fallback calls (only the lookups over dimension 1 expected): {through}")
+    return [not problems, *problems[:5]]
+
+
+@check
+def indexing_runs_on_the_device() -> object:
+    """Indexing by one integer tensor over the first dimension (`x[index]`, a
+    mixture of experts' token routing) and index_put_ with and without
+    accumulation (its gradient, `x[index] = v`) run inside the device, equal to
+    the CPU's bit for bit: negative and repeated indices, int32 indices, values
+    broadcast, a table of integers; masks and several index tensors take the
+    fallback; an index out of bounds fails with torch's words."""
+    torch.manual_seed(0)
+    problems = []
+    torch.dsc.reset_fallback_report()
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.int64):
+        table = (torch.randn(6, 3, 2) * 10).to(dtype)
+        for index in (
+            torch.tensor([5, -1, 0, 0, 2]),
+            torch.tensor([[1, -6], [3, 3]], dtype=torch.int32),
+            torch.tensor(4),
+            torch.empty(0, dtype=torch.int64),
+        ):
+            if not same(table.to(DEVICE)[index.to(DEVICE)], table[index]):
+                problems.append(f"indexing {dtype} by {index.tolist()} differs")
+            values = (torch.randn(*index.shape, 3, 2) * 10).to(dtype)
+            for accumulate in (False, True):
+                if accumulate and dtype == torch.int64:
+                    continue
+                expected = table.clone().index_put_((index,), values, accumulate=accumulate)
+                result = table.to(DEVICE).index_put_(
+                    (index.to(DEVICE),), values.to(DEVICE), accumulate=accumulate
+                )
+                # Which of two writes to one row lands is unspecified without accumulate.
+                unique = index.unique().numel() == index.numel()
+                if (unique or accumulate) and not same(result, expected):
+                    problems.append(f"index_put_ {accumulate=} of {dtype} differs")
+        row = (torch.randn(2) * 10).to(dtype)
+        broadcast = table.clone()
+        broadcast[torch.tensor([4, 1])] = row
+        result = table.to(DEVICE)
+        result[torch.tensor([4, 1], device=DEVICE)] = row.to(DEVICE)
+        if not same(result, broadcast):
+            problems.append(f"assigning a broadcast row of {dtype} differs")
+    weights = torch.randn(5, 4, requires_grad=True)
+    routed = torch.tensor([3, 3, 0, 4, 1, 3])
+    grad = torch.randn(6, 4)
+    (expected_grad,) = torch.autograd.grad(weights[routed], weights, grad)
+    device_weights = weights.detach().to(DEVICE).requires_grad_()
+    (device_grad,) = torch.autograd.grad(
+        device_weights[routed.to(DEVICE)], device_weights, grad.to(DEVICE)
+    )
+    if not same(device_grad, expected_grad):
+        problems.append("the gradient of indexing differs")
+    leaked = [row.operator for row in torch.dsc.fallback_report()]
+    if leaked:
+        problems.append(f"took the copying fallback: {leaked}")
+    table = torch.randn(4, 3)
+    mask = torch.tensor([True, False, True, True])
+    if not same(table.to(DEVICE)[mask.to(DEVICE)], table[mask]):
+        problems.append("indexing by a mask (through the fallback) differs")
+    rows, columns = torch.tensor([0, 3]), torch.tensor([2, 1])
+    if not same(table.to(DEVICE)[rows.to(DEVICE), columns.to(DEVICE)], table[rows, columns]):
+        problems.append("indexing by two index tensors (through the fallback) differs")
+    problems += failure_is_reported(
+        "an index out of bounds",
+        lambda: torch.randn(4, 2, device=DEVICE)[torch.tensor([1, -5], device=DEVICE)],
+        "index -5 is out of bounds for dimension 0 with size 4",
+    )
     return [not problems, *problems[:5]]
 
 
@@ -662,6 +735,81 @@ def attention_masks_and_fills_run_on_the_device() -> object:
         "filling int8 with 300",
         lambda: torch.empty(3, dtype=torch.int8, device=DEVICE).fill_(300),
         "value cannot be converted to type int8_t without overflow",
+    )
+    return [not problems, *problems[:5]]
+
+
+@check
+def attention_runs_on_the_device() -> object:
+    """scaled_dot_product_attention, causal, with a boolean or additive mask and
+    with grouped-query heads, and its gradients run inside the device (the math
+    decomposition: products, softmax, where and tril are device kernels), close
+    to the CPU's fused kernel; where and tril/triu alone equal the CPU's bit for
+    bit, broadcast and of every element type."""
+    torch.manual_seed(0)
+    problems = []
+    torch.dsc.reset_fallback_report()
+    for dtype in (torch.float32, torch.int64, torch.bool, torch.bfloat16):
+        a = (torch.randn(3, 1, 5) * 5).to(dtype)
+        b = (torch.randn(4, 1) * 5).to(dtype)
+        condition = torch.randn(4, 5) > 0
+        expected = torch.where(condition, a, b)
+        if not same(torch.where(condition.to(DEVICE), a.to(DEVICE), b.to(DEVICE)), expected):
+            problems.append(f"where over broadcast {dtype} differs")
+        transposed = condition.t().contiguous().t()
+        result = torch.where(transposed.to(DEVICE), a.to(DEVICE), b.to(DEVICE))
+        if result.stride() != torch.where(transposed, a, b).stride():
+            problems.append(f"where's result is not laid out as the CPU's for {dtype}")
+        matrices = (torch.randn(2, 4, 6) * 5).to(dtype)
+        for diagonal in (0, 2, -1, 9, -9):
+            for name in ("tril", "triu"):
+                expected = getattr(torch, name)(matrices, diagonal)
+                if not same(getattr(torch, name)(matrices.to(DEVICE), diagonal), expected):
+                    problems.append(f"{name}({diagonal}) of {dtype} differs")
+        if not same(
+            torch.ones(5, 5, dtype=dtype, device=DEVICE).t().tril(),
+            torch.ones(5, 5, dtype=dtype).tril(),
+        ):
+            problems.append(f"tril of a transpose of {dtype} differs")
+    query = torch.randn(2, 4, 7, 8)
+    key, value = torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 8)
+    boolean = torch.randn(7, 7) > -0.5
+    additive = torch.randn(2, 1, 7, 7)
+    for name, arguments in (
+        ("causal", {"is_causal": True, "enable_gqa": True}),
+        ("a boolean mask", {"attn_mask": boolean, "enable_gqa": True}),
+        ("an additive mask", {"attn_mask": additive, "enable_gqa": True, "scale": 0.3}),
+    ):
+        leaves = [t.clone().requires_grad_() for t in (query, key, value)]
+        expected = torch.nn.functional.scaled_dot_product_attention(*leaves, **arguments)
+        grad = torch.randn_like(expected)
+        expected_grads = torch.autograd.grad(expected, leaves, grad)
+        device_leaves = [t.detach().to(DEVICE).requires_grad_() for t in leaves]
+        device_arguments = {
+            k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in arguments.items()
+        }
+        result = torch.nn.functional.scaled_dot_product_attention(
+            *device_leaves, **device_arguments
+        )
+        grads = torch.autograd.grad(result, device_leaves, grad.to(DEVICE))
+        if not close(result.detach(), expected.detach()) or not all(
+            close(g, e) for g, e in zip(grads, expected_grads, strict=True)
+        ):
+            problems.append(f"attention with {name} differs from the CPU's")
+    leaked = [row.operator for row in torch.dsc.fallback_report()]
+    if leaked:
+        problems.append(f"took the copying fallback: {leaked}")
+    mixed = torch.where(
+        torch.tensor([True, False], device=DEVICE), torch.tensor([1, 2], device=DEVICE), 0.5
+    )
+    if not same(mixed, torch.tensor([1.0, 0.5])):
+        problems.append(
+            "where over an integer tensor and a float (promoted, through the fallback) differs"
+        )
+    problems += refused(
+        "tril of a vector",
+        lambda: torch.ones(3, device=DEVICE).tril(),
+        "tril: input tensor must have at least 2 dimensions",
     )
     return [not problems, *problems[:5]]
 

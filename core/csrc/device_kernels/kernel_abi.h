@@ -99,11 +99,20 @@ enum class ForeachOp : int64_t {
 };
 
 // torchplug_index_rows(out*, table*, indices*, count, rows, row_bytes,
-// index_bytes): index_select over the first dimension (an embedding lookup):
-// out's row i is the table's row indices[i], `row_bytes` bytes each (any
-// element type); indices are int64 (`index_bytes` 8) or int32 (4). An index
-// outside [0, rows) fails the kernel.
+// index_bytes, wrap_negative): index_select over the first dimension (an
+// embedding lookup) and indexing by one index tensor there: out's row i is
+// the table's row indices[i], `row_bytes` bytes each (any element type);
+// indices are int64 (`index_bytes` 8) or int32 (4). With `wrap_negative` 1 a
+// negative index counts from the end, as indexing's do; an index naming no
+// row fails the kernel.
 inline constexpr const char kIndexRows[] = "torchplug_index_rows";
+// torchplug_index_put_rows(self*, values*, indices*, count, rows, row_bytes,
+// index_bytes, accumulate, dtype): index_put_ by one index tensor over the
+// first dimension: values' row i written to (`accumulate` 0, any element
+// type) or added to (1, element type `dtype`) self's row indices[i], in the
+// order of i as the CPU's serial loop; indices as torchplug_index_rows's
+// with negative ones wrapping.
+inline constexpr const char kIndexPutRows[] = "torchplug_index_put_rows";
 // torchplug_embedding_backward(grad_weight*, grad*, indices*, count, rows,
 // columns, padding_idx, index_bytes, dtype): embedding_dense_backward without
 // scale_grad_by_freq: grad_weight (rows x columns) zeroed, then grad's row i
@@ -119,6 +128,18 @@ inline constexpr const char kEmbeddingBackward[] = "torchplug_embedding_backward
 // views overlap neither each other nor themselves.
 inline constexpr const char kStridedCopy[] = "torchplug_strided_copy";
 inline constexpr int64_t kMaxCopyDims = 8;
+
+// torchplug_where(out*, condition*, a*, b*, dims, element_bytes, then for
+// each of `dims` dimensions: size, out_stride, condition_stride, a_stride,
+// b_stride): out = condition ? a : b elementwise over the strided views
+// (strides in elements, 0 where an operand broadcasts; condition bool, the
+// others `element_bytes` each, any element type); `out` overlaps no input.
+inline constexpr const char kWhere[] = "torchplug_where";
+// torchplug_triangle(out*, in*, matrices, rows, columns, element_bytes,
+// diagonal, upper): tril (`upper` 0) or triu (1) of each of `matrices`
+// dense rows x columns matrices: the elements on the kept side of
+// `diagonal` copied, the others zero bytes (any element type).
+inline constexpr const char kTriangle[] = "torchplug_triangle";
 
 // torchplug_arange(out*, count, type, start, step): out[i] = start + i * step
 // for i < count, integers written as the RangeType `type`: arange over whole

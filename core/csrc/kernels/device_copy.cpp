@@ -148,6 +148,14 @@ bool copy_inside_device(const at::Tensor& src, const at::Tensor& dst) {
   return true;
 }
 
+at::Tensor contiguous_inside_device(const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.device().is_cpu() || tensor.is_contiguous()) {
+    return tensor;
+  }
+  at::Tensor copy = at::empty(tensor.sizes(), tensor.options());
+  return copy_inside_device(tensor, copy) ? copy : tensor;
+}
+
 std::optional<FlatOperands> flat_operands(const at::Tensor& self) {
   const c10::Device device = self.device();
   if (dense_on(self, device)) {

@@ -16,6 +16,12 @@ namespace torchplug {
 // nothing, otherwise.
 bool copy_inside_device(const at::Tensor& src, const at::Tensor& dst);
 
+// `tensor` as a kernel reading dense memory takes it: itself when contiguous,
+// else a contiguous copy made inside the device, where copy_inside_device
+// covers it (what the CPU's kernels read for a strided input too); any other
+// tensor as it is, for the caller's checks to send to the fallback.
+at::Tensor contiguous_inside_device(const at::Tensor& tensor);
+
 // An elementwise kernel's operands over `self`, which it runs over as flat
 // arrays: `out`, laid out as the CPU lays out the result of an operation on
 // `self` alone (TensorIterator's rule: contiguous for a contiguous `self`, in

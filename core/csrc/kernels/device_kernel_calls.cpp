@@ -35,6 +35,15 @@ bool dense_like(const at::Tensor& tensor, const at::Tensor& model) {
          tensor.sizes() == model.sizes();
 }
 
+bool kernel_indices(const at::Tensor& indices, c10::Device device) {
+  return indices.defined() && indices.device() == device && indices.layout() == c10::kStrided &&
+         indices.is_contiguous() && (indices.scalar_type() == c10::kLong || indices.scalar_type() == c10::kInt);
+}
+
+int64_t row_bytes(const at::Tensor& tensor) {
+  return tensor.numel() == 0 ? 0 : tensor.numel() / tensor.size(0) * static_cast<int64_t>(tensor.element_size());
+}
+
 TPD_KernelArg pointer(const at::Tensor& tensor) {
   TPD_KernelArg arg{};
   arg.kind = TPD_KERNEL_ARG_POINTER;

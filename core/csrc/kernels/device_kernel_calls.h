@@ -34,6 +34,14 @@ bool dense_on(const at::Tensor& tensor, c10::Device device);
 // dense_on `model`'s device, of its type and shape.
 bool dense_like(const at::Tensor& tensor, const at::Tensor& model);
 
+// Indices the kernels read as they are: int64 or int32, contiguous, strided,
+// on `device`.
+bool kernel_indices(const at::Tensor& indices, c10::Device device);
+
+// The bytes of one row of a contiguous tensor's first dimension (0 when it
+// has no elements).
+int64_t row_bytes(const at::Tensor& tensor);
+
 // An optional tensor argument's tensor, undefined when it is absent.
 inline at::Tensor defined_or_none(const std::optional<at::Tensor>& tensor) {
   return tensor.has_value() ? *tensor : at::Tensor();

@@ -17,12 +17,6 @@
 namespace torchplug {
 namespace {
 
-// Indices the kernels read as they are: int64 or int32, contiguous, on `device`.
-bool kernel_indices(const at::Tensor& indices, c10::Device device) {
-  return indices.device() == device && indices.layout() == c10::kStrided && indices.is_contiguous() &&
-         (indices.scalar_type() == c10::kLong || indices.scalar_type() == c10::kInt);
-}
-
 at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
                                     c10::SymInt padding_idx, bool scale_grad_by_freq) {
   const std::optional<int64_t> rows = num_weights.maybe_as_int();
@@ -53,10 +47,9 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
     sizes[0] = index.numel();
     at::Tensor result = at::empty(sizes, self.options());
     if (result.numel() > 0) {
-      const int64_t row_bytes = self.numel() == 0 ? 0 : self.stride(0) * static_cast<int64_t>(self.element_size());
       launch(dk::kIndexRows, self.device(),
              {pointer(result), pointer(self), pointer(index), integer(index.numel()), integer(self.size(0)),
-              integer(row_bytes), integer(static_cast<int64_t>(index.element_size()))});
+              integer(row_bytes(self)), integer(static_cast<int64_t>(index.element_size())), integer(0)});
     }
     return result;
   }

@@ -13,6 +13,8 @@ void register_fill_module_kernels(DeviceKernels& library);        // fill_kernel
 void register_foreach_module_kernels(DeviceKernels& library);     // foreach_kernels.cpp
 void register_normalization_module_kernels(DeviceKernels& library);  // normalization_kernels.cpp
 void register_embedding_module_kernels(DeviceKernels& library);   // embedding_kernels.cpp
+void register_index_module_kernels(DeviceKernels& library);       // index_kernels.cpp
+void register_mask_module_kernels(DeviceKernels& library);        // mask_kernels.cpp
 
 void register_device_module_kernels(DeviceKernels& library) {
   register_module_kernels(library);
@@ -22,6 +24,8 @@ void register_device_module_kernels(DeviceKernels& library) {
   register_foreach_module_kernels(library);
   register_normalization_module_kernels(library);
   register_embedding_module_kernels(library);
+  register_index_module_kernels(library);
+  register_mask_module_kernels(library);
 }
 
 }  // namespace torchplug

@@ -306,8 +306,16 @@ at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
 }
 
 // grad_output times the gradient of `op` at `saved` (see kernel_abi.h).
-std::optional<at::Tensor> unary_gradient(const at::Tensor& grad_output, const at::Tensor& saved, dk::UnaryOp op) {
-  if (!dense_on(grad_output, grad_output.device()) || !dense_like(saved, grad_output)) {
+// A strided `saved` (a slice of a fused projection, say) is read through a
+// contiguous copy; the result is contiguous, as the CPU's is for a contiguous
+// grad_output.
+std::optional<at::Tensor> unary_gradient(const at::Tensor& grad_output, const at::Tensor& saved_input,
+                                         dk::UnaryOp op) {
+  if (!dense_on(grad_output, grad_output.device())) {
+    return std::nullopt;
+  }
+  const at::Tensor saved = contiguous_inside_device(saved_input);
+  if (!dense_like(saved, grad_output)) {
     return std::nullopt;
   }
   at::Tensor grad_input = at::empty(grad_output.sizes(), grad_output.options());
@@ -480,8 +488,12 @@ std::optional<at::Tensor> softmax_forward(const at::Tensor& self, int64_t dim, b
   return out;
 }
 
-std::optional<at::Tensor> softmax_gradient(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
-                                           c10::ScalarType input_dtype, bool log) {
+// Strided operands (a broadcast gradient) are read through contiguous copies;
+// the CPU's result is contiguous whatever their layout.
+std::optional<at::Tensor> softmax_gradient(const at::Tensor& strided_grad_output, const at::Tensor& strided_output,
+                                           int64_t dim, c10::ScalarType input_dtype, bool log) {
+  const at::Tensor grad_output = contiguous_inside_device(strided_grad_output);
+  const at::Tensor output = contiguous_inside_device(strided_output);
   if (input_dtype != grad_output.scalar_type() || !dense_on(grad_output, grad_output.device()) ||
       !dense_like(output, grad_output) || !over_last_dimension(output, dim)) {
     return std::nullopt;
@@ -528,8 +540,13 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
 
 // The sum of `self` over `dims` (all when empty) when they are adjacent
 // dimensions: `self` read as (outer, reduce, inner).
-std::optional<at::Tensor> sum_over(const at::Tensor& self, std::vector<int64_t> dims, bool keepdim,
+// A strided `self` (a broadcast gradient, summed over the copies it was
+// broadcast to) is read through a contiguous copy; the CPU's result is
+// contiguous whatever self's layout.
+std::optional<at::Tensor> sum_over(const at::Tensor& strided_self, std::vector<int64_t> dims, bool keepdim,
                                    std::optional<c10::ScalarType> dtype) {
+  const at::Tensor self =
+      kernel_dtype(strided_self.scalar_type()).has_value() ? contiguous_inside_device(strided_self) : strided_self;
   if (!dense_on(self, self.device()) || (dtype.has_value() && *dtype != self.scalar_type())) {
     return std::nullopt;
   }

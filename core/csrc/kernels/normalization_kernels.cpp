@@ -1,7 +1,10 @@
 // Layer normalisation on a device whose memory the host cannot address: the
 // forward and its gradients as device kernels (device_kernels/layer_norm.cpp)
-// for a dense input of a type the kernels take, with weight and bias of that
-// type or none; any other call takes the copying fallback.
+// for an input of a type the kernels take, with weight and bias of that type
+// or none; any other call takes the copying fallback. A strided input (a
+// channels-last image permuted to normalise its channels) is read through a
+// contiguous copy made inside the device, as the CPU's kernel reads one; the
+// results are contiguous on both.
 #include <algorithm>
 #include <array>
 #include <optional>
@@ -15,6 +18,7 @@
 #include <c10/core/SymIntArrayRef.h>
 
 #include "kernels/cpu_fallback.h"
+#include "kernels/device_copy.h"
 #include "kernels/device_kernel_calls.h"
 #include "registration/device_kernels.h"
 
@@ -58,10 +62,16 @@ std::vector<int64_t> statistics_shape(const at::Tensor& input, int64_t normalize
   return shape;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& input,
+// `tensor`, contiguous, when the kernels take its type.
+at::Tensor dense_operand(const at::Tensor& tensor) {
+  return kernel_dtype(tensor.scalar_type()).has_value() ? contiguous_inside_device(tensor) : tensor;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& strided_input,
                                                           c10::SymIntArrayRef normalized_shape,
                                                           const std::optional<at::Tensor>& weight,
                                                           const std::optional<at::Tensor>& bias, double eps) {
+  const at::Tensor input = dense_operand(strided_input);
   const at::Tensor w = defined_or_none(weight);
   const at::Tensor b = defined_or_none(bias);
   if (const auto extent = layer_norm_extent(input, normalized_shape, w, b)) {
@@ -82,9 +92,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(const at::Tensor& inpu
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(
-    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape, const at::Tensor& mean,
-    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
-    std::array<bool, 3> output_mask) {
+    const at::Tensor& strided_grad_out, const at::Tensor& strided_input, c10::SymIntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
+  const at::Tensor grad_out = dense_operand(strided_grad_out);
+  const at::Tensor input = dense_operand(strided_input);
   const at::Tensor w = defined_or_none(weight);
   const at::Tensor b = defined_or_none(bias);
   const auto extent = layer_norm_extent(input, normalized_shape, w, b);
