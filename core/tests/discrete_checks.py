@@ -204,8 +204,8 @@ def training_matches_the_cpu() -> object:
 DEVICE_KERNEL_OPERATORS = {
     "aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor",
     "aten::add_.Tensor", "aten::mul_.Tensor", "aten::relu", "aten::relu_", "aten::sigmoid",
-    "aten::tanh", "aten::gelu", "aten::silu", "aten::exp", "aten::neg", "aten::mm",
-    "aten::addmm", "aten::_softmax", "aten::_log_softmax", "aten::threshold_backward",
+    "aten::tanh", "aten::gelu", "aten::silu", "aten::exp", "aten::neg", "aten::cos", "aten::sin", "aten::mm",
+    "aten::addmm", "aten::bmm", "aten::_softmax", "aten::_log_softmax", "aten::threshold_backward",
     "aten::sigmoid_backward", "aten::tanh_backward", "aten::gelu_backward",
     "aten::silu_backward", "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
     "aten::fill_.Scalar", "aten::zero_", "aten::sum", "aten::mean.dim", "aten::sum.dim_IntList", "aten::nll_loss_forward",
@@ -234,6 +234,7 @@ def device_kernels_run_on_the_device() -> object:
                 mixed, approximate="tanh"
             )
             mixed = torch.nn.functional.silu(mixed) - torch.exp(-mixed.abs())
+            mixed = mixed + torch.cos(mixed) * torch.sin(mixed)  # rotary position embeddings
             return torch.log_softmax(mixed, dim=-1) + torch.softmax(mixed @ w @ w.t(), dim=1)
 
         expected = forward(x, w, bias)
@@ -409,11 +410,22 @@ def broadcasts_powers_and_batched_products_match_the_cpu() -> object:
             if not close(base.to(DEVICE).pow(exponent), base.pow(exponent)):
                 problems.append(f"{dtype} pow {exponent} differs")
         a, b = torch.randn(3, 4, 5, dtype=dtype), torch.randn(3, 6, 5, dtype=dtype)
-        result = torch.bmm(a.to(DEVICE), b.to(DEVICE).transpose(1, 2))
-        try:
-            torch.testing.assert_close(result.cpu(), torch.bmm(a, b.transpose(1, 2)), **tolerance)
-        except AssertionError as error:
-            problems.append(f"{dtype} bmm: {error}")
+        for name, run in (
+            ("bmm", lambda a, b: torch.bmm(a, b.transpose(1, 2))),
+            ("bmm of a broadcast entry", lambda a, b: torch.bmm(a[:1].expand(3, 4, 5), b.mT)),
+            (
+                "bmm of permuted entries",
+                lambda a, b: torch.bmm(a.transpose(0, 1).contiguous().transpose(0, 1), b.mT),
+            ),
+            ("bmm of no rows", lambda a, b: torch.bmm(a[:, :0], b.mT)),
+            ("bmm over nothing", lambda a, b: torch.bmm(a[..., :0], b[..., :0].mT)),
+        ):
+            try:
+                torch.testing.assert_close(
+                    run(a.to(DEVICE), b.to(DEVICE)).cpu(), run(a, b), **tolerance
+                )
+            except AssertionError as error:
+                problems.append(f"{dtype} {name}: {error}")
     covered = {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor"}
     covered |= {"aten::mul_.Tensor", "aten::add_.Tensor", "aten::pow.Tensor_Scalar", "aten::bmm"}
     through = {row.operator for row in torch.dsc.fallback_report()} & covered

@@ -122,6 +122,10 @@ V apply_unary(UnaryOp op, V x) {
       return x * sigmoid(x);
     case UnaryOp::kRsqrt:  // as the CPU's vectorised rsqrt: a division, not an approximation
       return V(1) / std::sqrt(x);
+    case UnaryOp::kCos:
+      return std::cos(x);
+    case UnaryOp::kSin:
+      return std::sin(x);
   }
   return x;
 }
@@ -154,6 +158,8 @@ V apply_backward(UnaryOp op, V grad, V saved) {
     case UnaryOp::kNeg:
     case UnaryOp::kExp:
     case UnaryOp::kRsqrt:
+    case UnaryOp::kCos:
+    case UnaryOp::kSin:
       break;
   }
   return grad;

@@ -28,10 +28,11 @@ inline constexpr int64_t kMaxBroadcastDims = 8;
 // torchplug_unary(out*, in*, count, dtype, op); `out` may be `in`.
 inline constexpr const char kUnary[] = "torchplug_unary";
 enum class UnaryOp : int64_t {
-  kNeg = 0, kRelu = 1, kSigmoid = 2, kTanh = 3, kExp = 4, kGelu = 5, kGeluTanh = 6, kSilu = 7, kRsqrt = 8
+  kNeg = 0, kRelu = 1, kSigmoid = 2, kTanh = 3, kExp = 4, kGelu = 5, kGeluTanh = 6, kSilu = 7, kRsqrt = 8,
+  kCos = 9, kSin = 10
 };
 // The operations are numbered from 0 without a gap.
-inline constexpr int64_t kUnaryOpCount = static_cast<int64_t>(UnaryOp::kRsqrt) + 1;
+inline constexpr int64_t kUnaryOpCount = static_cast<int64_t>(UnaryOp::kSin) + 1;
 
 // torchplug_unary_backward(grad_in*, grad_out*, saved*, count, dtype, op):
 // the gradient of UnaryOp `op` (kRelu, kSigmoid, kTanh, kGelu, kGeluTanh,
@@ -45,6 +46,12 @@ inline constexpr const char kUnaryBackward[] = "torchplug_unary_backward";
 // (k x n) read through their strides (in elements); bias NULL for none, its
 // strides 0 where it broadcasts.
 inline constexpr const char kGemm[] = "torchplug_gemm";
+// torchplug_gemm_batched(out*, a*, b*, batch, m, n, k, a_batch_stride,
+// a_row_stride, a_col_stride, b_batch_stride, b_row_stride, b_col_stride,
+// dtype): bmm in one launch: out's entry i (m x n, dense, entries m * n
+// apart) = a's entry i (m x k) @ b's entry i (k x n), all read through their
+// strides (in elements; a batch stride 0 where an operand broadcasts).
+inline constexpr const char kGemmBatched[] = "torchplug_gemm_batched";
 
 // torchplug_softmax(out*, in*, rows, columns, dtype, mode): the SoftmaxMode
 // `mode` over each row's `columns` dense elements.

@@ -254,6 +254,41 @@ bool usable_isa(Isa& isa) {
 
 using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernel below
 
+TORCHPLUG_DEVICE_KERNEL(torchplug_gemm_batched) {
+  const auto [out, a_data, b_data, batch, m, n, k, a_batch, a_row, a_column, b_batch, b_row, b_column, dtype] =
+      args.read<void*, const void*, const void*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                int64_t, int64_t, int64_t, int64_t>();
+  if (args.ok() && (batch < 0 || m < 0 || n < 0 || k < 0)) {
+    return args.fail("takes no negative size (batch=%lld, m=%lld, n=%lld, k=%lld)", static_cast<long long>(batch),
+                     static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
+  }
+  return with_dtype(args, dtype, [&](auto element) {
+    using E = decltype(element);
+    using V = typename E::value;
+    using T = typename E::type;
+    Isa isa;
+    if (!usable_isa(isa)) {
+      return args.fail("found %s=%s, which is none of baseline, avx2, avx512 (unset it to use the CPU's widest)",
+                       kIsaVariable, std::getenv(kIsaVariable));
+    }
+    const Strided no_bias{nullptr, 0, 0};
+    for (int64_t entry = 0; entry < batch; ++entry) {
+      T* destination = E::at(out) + entry * m * n;
+      const Strided a{E::at(a_data) + entry * a_batch, a_row, a_column};
+      const Strided b{E::at(b_data) + entry * b_batch, b_row, b_column};
+      const bool done =
+          isa == Isa::kAvx512 ? product_avx512<E>(destination, a, b, no_bias, m, n, k, V(1), V(0))
+          : isa == Isa::kAvx2 ? product_avx2<E>(destination, a, b, no_bias, m, n, k, V(1), V(0))
+                              : product_baseline<E>(destination, a, b, no_bias, m, n, k, V(1), V(0));
+      if (!done) {
+        return args.fail("could not allocate scratch memory for a %lld x %lld operand", static_cast<long long>(k),
+                         static_cast<long long>(n));
+      }
+    }
+    return 0;
+  });
+}
+
 TORCHPLUG_DEVICE_KERNEL(torchplug_gemm) {
   const auto [out, a_data, b_data, bias_data, m, n, k, a_row, a_column, b_row, b_column, bias_row, bias_column, dtype,
               beta, alpha] = args.read<void*, const void*, const void*, const void*, int64_t, int64_t, int64_t, int64_t,

@@ -22,6 +22,7 @@
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/cos_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
@@ -41,6 +42,7 @@
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_backward_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sin_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/tanh_ops.h>
@@ -434,18 +436,24 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   return call_through_fallback<at::_ops::addmm>(fallback_keys(self, mat1, mat2), self, mat1, mat2, beta, alpha);
 }
 
-// One product per batch entry, each into its slice of the result.
+// All the batch's products in one launch, each entry read through its strides.
 at::Tensor bmm_on_device(const at::Tensor& self, const at::Tensor& mat2) {
-  if (self.dim() == 3 && mat2.dim() == 3 && self.size(0) > 0 && self.size(0) == mat2.size(0) &&
-      self.size(2) == mat2.size(1) && !self.device().is_cpu()) {
+  const auto batched_operand = [&](const at::Tensor& tensor) {
+    return tensor.dim() == 3 && tensor.device() == self.device() && tensor.layout() == c10::kStrided &&
+           tensor.scalar_type() == self.scalar_type() && !tensor.is_conj() && !tensor.is_neg() &&
+           tensor.stride(0) >= 0 && tensor.stride(1) >= 0 && tensor.stride(2) >= 0;
+  };
+  if (!self.device().is_cpu() && kernel_dtype(self.scalar_type()).has_value() && batched_operand(self) &&
+      batched_operand(mat2) && self.size(0) == mat2.size(0) && self.size(2) == mat2.size(1)) {
     at::Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
-    // The entries share their types, devices and layouts: the first covered, all are.
-    if (gemm(nullptr, self[0], mat2[0], 0.0, 1.0, out[0])) {
-      for (int64_t entry = 1; entry < self.size(0); ++entry) {
-        gemm(nullptr, self[entry], mat2[entry], 0.0, 1.0, out[entry]);
-      }
-      return out;
+    if (out.numel() > 0) {
+      launch(dk::kGemmBatched, self.device(),
+             {pointer(out), pointer(self), pointer(mat2), integer(self.size(0)), integer(self.size(1)),
+              integer(mat2.size(2)), integer(self.size(2)), integer(self.stride(0)), integer(self.stride(1)),
+              integer(self.stride(2)), integer(mat2.stride(0)), integer(mat2.stride(1)), integer(mat2.stride(2)),
+              dtype_of(self)});
     }
+    return out;
   }
   return call_through_fallback<at::_ops::bmm>(fallback_keys(self, mat2), self, mat2);
 }
@@ -696,6 +704,8 @@ void register_module_kernels(DeviceKernels& library) {
   library.impl("exp", TORCH_FN((unary<at::_ops::exp, UnaryOp::kExp>)));
   library.impl("silu", TORCH_FN((unary<at::_ops::silu, UnaryOp::kSilu>)));
   library.impl("rsqrt", TORCH_FN((unary<at::_ops::rsqrt, UnaryOp::kRsqrt>)));
+  library.impl("cos", TORCH_FN((unary<at::_ops::cos, UnaryOp::kCos>)));
+  library.impl("sin", TORCH_FN((unary<at::_ops::sin, UnaryOp::kSin>)));
   library.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar));
   library.impl("gelu", TORCH_FN(gelu));
   library.impl("threshold_backward", TORCH_FN(threshold_backward));
