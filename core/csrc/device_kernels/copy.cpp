@@ -68,11 +68,8 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_strided_copy) {
     shape.dst_step[d] = dst_stride * element_bytes;
     shape.src_step[d] = src_stride * element_bytes;
   }
-  if (!args.ok()) {
+  if (!args.ok_for_elements_of(element_bytes)) {
     return 1;
-  }
-  if (element_bytes < 1) {
-    return args.fail("takes elements of at least one byte, not %lld", static_cast<long long>(element_bytes));
   }
   const int64_t last = dims - 1;
   auto* to = static_cast<char*>(dst);

@@ -86,6 +86,14 @@ class KernelArgs {
     }
     return !failed_;
   }
+  // ok(), for a kernel over elements of any type: `element_bytes` names
+  // elements of at least one byte.
+  bool ok_for_elements_of(int64_t element_bytes) {
+    if (ok() && element_bytes < 1) {
+      fail("takes elements of at least one byte, not %lld", static_cast<long long>(element_bytes));
+    }
+    return !failed_;
+  }
   // Writes the failure message (printf-style; the driver names the kernel) and
   // returns the failing status.
   template <typename... Values>

@@ -30,11 +30,8 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_where) {
     a_step[d] = a_stride * element_bytes;
     b_step[d] = b_stride * element_bytes;
   }
-  if (!args.ok()) {
+  if (!args.ok_for_elements_of(element_bytes)) {
     return 1;
-  }
-  if (element_bytes < 1) {
-    return args.fail("takes elements of at least one byte, not %lld", static_cast<long long>(element_bytes));
   }
   const int64_t last = dims - 1;
   auto* to = static_cast<char*>(out);
@@ -55,11 +52,8 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_where) {
 TORCHPLUG_DEVICE_KERNEL(torchplug_triangle) {
   const auto [out, in, matrices, rows, columns, element_bytes, diagonal, upper] =
       args.read<void*, const void*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>();
-  if (!args.ok()) {
+  if (!args.ok_for_elements_of(element_bytes)) {
     return 1;
-  }
-  if (element_bytes < 1) {
-    return args.fail("takes elements of at least one byte, not %lld", static_cast<long long>(element_bytes));
   }
   auto* to = static_cast<char*>(out);
   const auto* from = static_cast<const char*>(in);
