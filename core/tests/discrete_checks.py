@@ -622,8 +622,9 @@ def indexing_runs_on_the_device() -> object:
 @check
 def strided_copies_run_on_the_device() -> object:
     """Copies between views of the device (.contiguous(), a clone into another
-    layout, copy_ into a slice, with a broadcast source), cat of views and
-    elementwise operators on views run inside the device, bit-equal to the CPU
+    layout, copy_ into a slice, with a broadcast source), conversions between
+    element types, cat of views and elementwise operators on views (and on two
+    element types) run inside the device, bit-equal to the CPU
     with the CPU's result layout, in every element type; an overlapping copy
     and a mismatched cat fail with torch's words."""
     torch.manual_seed(0)
@@ -657,6 +658,57 @@ def strided_copies_run_on_the_device() -> object:
             value,
         )
         compare("cat after a legacy empty", lambda t: torch.cat([t.new_empty(0), t[0]], 0), value)
+    types = (
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float32,
+        torch.float64,
+        torch.bfloat16,
+    )
+    values = torch.tensor(
+        [[0.0, -0.0, 1.0, -1.0, 2.5, -2.5], [100.7, -100.7, 0.49, 3e4, 7.0, -0.5]]
+    )
+    sources = {source_type: values.to(source_type) for source_type in types}
+    on_device = {source_type: source.to(DEVICE) for source_type, source in sources.items()}
+    mixed = (torch.randn(3, 4), torch.arange(4, dtype=torch.int32), torch.rand(4) > 0.5)
+    mixed_on_device = tuple(t.to(DEVICE) for t in mixed)
+    arithmetic = (
+        ("a float plus integer counts", lambda a, b, _: a + b),
+        ("integer counts times a float", lambda a, b, _: b * a),
+        ("a float times a boolean mask", lambda a, _, mask: a * mask),
+    )
+    # Conversions and mixed-type arithmetic inside the device are one copy_
+    # each; through the host, a copy_ runs a second one over host tensors.
+    with torch.profiler.profile() as profile:
+        converted = {
+            (source_type, target_type, transposed): (source.t() if transposed else source).to(
+                target_type
+            )
+            for source_type, source in on_device.items()
+            for target_type in types
+            for transposed in (False, True)
+        }
+        computed = [run(*mixed_on_device) for _, run in arithmetic]
+        torch.dsc.synchronize()
+    copies = [e.name for e in profile.events()].count("aten::copy_")
+    # .to() of a tensor's own type copies nothing; a mixed operation converts one operand.
+    conversions = len(converted) - 2 * len(types) + len(arithmetic)
+    if copies != conversions:
+        problems.append(
+            f"{copies} copy_ calls for {conversions} conversions: some crossed to the host"
+        )
+    for (source_type, target_type, transposed), result in converted.items():
+        source = sources[source_type].t() if transposed else sources[source_type]
+        expected = source.to(target_type)
+        if not same(result, expected) or result.stride() != expected.stride():
+            problems.append(f"{source_type} to {target_type} ({transposed=}) differs")
+    for (name, run), result in zip(arithmetic, computed, strict=True):
+        if not same(result, run(*mixed)):
+            problems.append(f"{name} differs")
     rotary = torch.randn(2, 4, 12, 8)
     for name, run in (
         ("neg of a slice", lambda t: -t[..., 4:]),

@@ -136,6 +136,15 @@ inline constexpr const char kEmbeddingBackward[] = "torchplug_embedding_backward
 inline constexpr const char kStridedCopy[] = "torchplug_strided_copy";
 inline constexpr int64_t kMaxCopyDims = 8;
 
+// torchplug_convert(out*, in*, count, out_type, in_type): each of `count`
+// dense elements of `in` converted to out's type as torch converts them
+// (static_cast; to bool, whether it is nonzero; to bfloat16, rounded to
+// nearest even). What copy_ and .to() between two types run.
+inline constexpr const char kConvert[] = "torchplug_convert";
+enum class ElementType : int64_t {
+  kBool = 0, kUInt8 = 1, kInt8 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5, kFloat32 = 6, kFloat64 = 7, kBFloat16 = 8
+};
+
 // torchplug_where(out*, condition*, a*, b*, dims, element_bytes, then for
 // each of `dims` dimensions: size, out_stride, condition_stride, a_stride,
 // b_stride): out = condition ? a : b elementwise over the strided views

@@ -5,6 +5,7 @@
 #include "kernels/device_copy.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/ExpandUtils.h>
@@ -120,10 +121,66 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   return call_through_fallback<at::_ops::cat>(keys, tensors, dim);
 }
 
+
+// The conversion kernel's code for `type`, if it converts it.
+std::optional<dk::ElementType> element_type(c10::ScalarType type) {
+  switch (type) {
+    case c10::kBool:
+      return dk::ElementType::kBool;
+    case c10::kByte:
+      return dk::ElementType::kUInt8;
+    case c10::kChar:
+      return dk::ElementType::kInt8;
+    case c10::kShort:
+      return dk::ElementType::kInt16;
+    case c10::kInt:
+      return dk::ElementType::kInt32;
+    case c10::kLong:
+      return dk::ElementType::kInt64;
+    case c10::kFloat:
+      return dk::ElementType::kFloat32;
+    case c10::kDouble:
+      return dk::ElementType::kFloat64;
+    case c10::kBFloat16:
+      return dk::ElementType::kBFloat16;
+    default:
+      return std::nullopt;
+  }
+}
+
+// dst.copy_(src) between two element types: `src` brought into dst's layout
+// (itself when it has it, else a copy of its type made inside the device),
+// then converted element by element into dense `dst`.
+bool convert_inside_device(const at::Tensor& src, const at::Tensor& dst) {
+  const std::optional<dk::ElementType> to = element_type(dst.scalar_type());
+  const std::optional<dk::ElementType> from = element_type(src.scalar_type());
+  if (!to || !from || !dst.is_non_overlapping_and_dense()) {
+    return false;
+  }
+  at::Tensor staged = src;
+  if (!same_dense_layout(src, dst)) {
+    staged = at::empty_strided(dst.sizes(), dst.strides(), src.options());
+    if (!copy_inside_device(src, staged)) {
+      return false;
+    }
+  }
+  if (dst.numel() > 0) {
+    launch(dk::kConvert, dst.device(),
+           {pointer(dst), pointer(staged), integer(dst.numel()), code(*to), code(*from)});
+  }
+  return true;
+}
+
 }  // namespace
 
 bool copy_inside_device(const at::Tensor& src, const at::Tensor& dst) {
   const c10::Device device = dst.device();
+  if (src.scalar_type() != dst.scalar_type() && !device.is_cpu() && src.device() == device && plain_strided(src) &&
+      plain_strided(dst) && at::is_expandable_to(src.sizes(), dst.sizes()) &&
+      !(src.has_storage() && dst.has_storage() && src.storage().is_alias_of(dst.storage())) &&
+      has_module_kernels(device.type())) {
+    return convert_inside_device(src, dst);
+  }
   if (device.is_cpu() || src.device() != device || src.scalar_type() != dst.scalar_type() || !plain_strided(src) ||
       !plain_strided(dst) || !at::is_expandable_to(src.sizes(), dst.sizes()) ||
       at::has_internal_overlap(dst) == at::MemOverlap::Yes ||

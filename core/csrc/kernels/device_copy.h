@@ -10,10 +10,11 @@
 namespace torchplug {
 
 // Runs `dst.copy_(src)` as the device kernel when it covers the call: both on
-// one device that runs the core's kernels, one element type, no lazy
-// conjugate or negation, `src` broadcastable to `dst`, no memory shared
-// between them and no element of `dst` written twice. False, having done
-// nothing, otherwise.
+// one device that runs the core's kernels, no lazy conjugate or negation,
+// `src` broadcastable to `dst`, no memory shared between them and no element
+// of `dst` written twice; of one element type, or of two the conversion
+// kernel takes (bool, the integers, float32, float64, bfloat16) into a dense
+// `dst`. False, having done nothing, otherwise.
 bool copy_inside_device(const at::Tensor& src, const at::Tensor& dst);
 
 // `tensor` as a kernel reading dense memory takes it: itself when contiguous,

@@ -183,6 +183,16 @@ bool broadcast_binary_in_place(const at::Tensor& self, const at::Tensor& other, 
 // strided `self` and a host number, as flat_operands lays them out.
 std::optional<at::Tensor> binary_on_device(const at::Tensor& self, const at::Tensor& other, dk::BinaryOp op,
                                            const c10::Scalar& alpha) {
+  // Two device tensors of two types (a float and an integer count, say): both
+  // converted inside the device to the type of the result, as the CPU's loop
+  // converts each element before the operation.
+  if (self.scalar_type() != other.scalar_type() && !self.device().is_cpu() && other.device() == self.device()) {
+    const c10::ScalarType type = at::result_type(self, other);
+    if (!kernel_dtype(type).has_value()) {
+      return std::nullopt;
+    }
+    return binary_on_device(self.to(type), other.to(type), op, alpha);
+  }
   if (const auto operands = binary_operands(self, other, alpha)) {
     at::Tensor out = at::empty(self.sizes(), self.options());
     launch_binary(out, self, *operands, op, alpha);
