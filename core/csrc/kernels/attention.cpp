@@ -17,6 +17,7 @@
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
+#include "backend/backend.h"
 #include "kernels/device_kernel_calls.h"
 
 namespace torchplug {
@@ -25,7 +26,9 @@ namespace {
 int64_t choice_for_the_device(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                               const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                               std::optional<double> scale, bool enable_gqa) {
-  if (!query.device().is_cpu() && has_module_kernels(query.device().type())) {
+  const c10::DeviceType type = query.device().type();
+  const BackendIdentity* identity = find_backend(type);
+  if (identity != nullptr && !identity->host_addressable && has_module_kernels(type)) {
     return static_cast<int64_t>(at::SDPBackend::math);
   }
   return at::native::_fused_sdp_choice_stub(c10::DeviceType::CPU, query, key, value, attn_mask, dropout_p, is_causal,
