@@ -32,44 +32,15 @@ To convert(From stored) {
   }
 }
 
-// Calls `body(T{})` for the element type `type` names; false for none.
-template <typename Body>
-bool with_element_type(int64_t type, Body&& body) {
-  switch (static_cast<ElementType>(type)) {
-    case ElementType::kBool:
-      return body(bool{});
-    case ElementType::kUInt8:
-      return body(uint8_t{});
-    case ElementType::kInt8:
-      return body(int8_t{});
-    case ElementType::kInt16:
-      return body(int16_t{});
-    case ElementType::kInt32:
-      return body(int32_t{});
-    case ElementType::kInt64:
-      return body(int64_t{});
-    case ElementType::kFloat32:
-      return body(float{});
-    case ElementType::kFloat64:
-      return body(double{});
-    case ElementType::kBFloat16:
-      return body(BFloat16{});
-  }
-  return false;
-}
-
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernel below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_convert) {
   const auto [out, in, count, out_type, in_type] = args.read<void*, const void*, int64_t, int64_t, int64_t>();
   if (!args.ok()) {
     return 1;
   }
-  const bool known = with_element_type(out_type, [&](auto to) {
-    return with_element_type(in_type, [&](auto from) {
+  const bool known = with_element_type(out_type, false, [&](auto to) {
+    return with_element_type(in_type, false, [&](auto from) {
       using To = decltype(to);
       using From = decltype(from);
       auto* destination = static_cast<To*>(out);
@@ -81,6 +52,9 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_convert) {
     });
   });
   return known ? 0
-               : args.fail("converts between element types 0 to 8, not from %lld to %lld",
-                           static_cast<long long>(in_type), static_cast<long long>(out_type));
+               : args.fail("converts between element types 0 to %lld, not from %lld to %lld",
+                           static_cast<long long>(kDTypeCount - 1), static_cast<long long>(in_type),
+                           static_cast<long long>(out_type));
 }
+
+}  // namespace torchplug::device_kernels

@@ -51,9 +51,6 @@ void copy_row(char* dst, const char* src, int64_t count, int64_t bytes, int64_t 
 }
 
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernel below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_strided_copy) {
   const auto [dst, src, dims, element_bytes] = args.read<void*, const void*, int64_t, int64_t>();
@@ -80,3 +77,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_strided_copy) {
   });
   return 0;
 }
+
+}  // namespace torchplug::device_kernels

@@ -5,7 +5,7 @@
 
 #include "device_kernels/kernel_args.h"
 
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernel below
+namespace torchplug::device_kernels {
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_dropout) {
   const auto [out, in, mask, count, dtype, scale, round_scale] =
@@ -23,3 +23,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_dropout) {
     return 0;
   });
 }
+
+}  // namespace torchplug::device_kernels

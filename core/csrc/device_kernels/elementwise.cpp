@@ -160,22 +160,15 @@ V apply_backward(UnaryOp op, V grad, V saved) {
     case UnaryOp::kRsqrt:
     case UnaryOp::kCos:
     case UnaryOp::kSin:
-      break;
+      break;  // no gradient kernel: has_backward refuses them first
   }
   return grad;
 }
 
-// Calls `body(std::integral_constant<UnaryOp, op>{})`: the element loop in
-// `body` sees the operation as a constant, so the compiler folds the switch in
-// apply_unary and apply_backward out of it and vectorises the loop. One
-// instance per operation, from the sequence 0 .. kUnaryOpCount - 1.
-template <typename Body, int64_t... Ops>
-int with_constant_op(UnaryOp op, Body&& body, std::integer_sequence<int64_t, Ops...>) {
-  int status = 1;
-  (void)((static_cast<int64_t>(op) == Ops &&
-          ((status = body(std::integral_constant<UnaryOp, static_cast<UnaryOp>(Ops)>{})), true)) ||
-         ...);
-  return status;
+// Whether torchplug_unary_backward computes the gradient of `op`.
+constexpr bool has_backward(UnaryOp op) {
+  return op == UnaryOp::kRelu || op == UnaryOp::kSigmoid || op == UnaryOp::kTanh || op == UnaryOp::kGelu ||
+         op == UnaryOp::kGeluTanh || op == UnaryOp::kSilu;
 }
 
 // Runs `body(Element<T>{}, std::integral_constant<UnaryOp, op>{})` for a
@@ -185,16 +178,17 @@ int with_unary(KernelArgs& args, int64_t dtype, int64_t op, Body&& body) {
   if (args.ok() && (op < 0 || op >= kUnaryOpCount)) {
     return args.fail("has no operation %lld", static_cast<long long>(op));
   }
+  // The element loop in `body` sees the operation as a constant, so the
+  // compiler folds the switch in apply_unary and apply_backward out of it and
+  // vectorises the loop.
   return with_dtype(args, dtype, [&](auto element) {
-    return with_constant_op(static_cast<UnaryOp>(op), [&](auto constant) { return body(element, constant); },
-                            std::make_integer_sequence<int64_t, kUnaryOpCount>{});
+    return with_constant<kUnaryOpCount>(op, 1, [&](auto number) {
+      return body(element, std::integral_constant<UnaryOp, static_cast<UnaryOp>(decltype(number)::value)>{});
+    });
   });
 }
 
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_binary) {
   const auto [out, a, b, count, dtype, op, alpha, scalar] =
@@ -246,6 +240,9 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_unary_backward) {
   const auto [grad_in, grad_out, saved, count, dtype, op] =
       args.read<void*, const void*, const void*, int64_t, int64_t, int64_t>();
   return with_unary(args, dtype, op, [&](auto element, auto constant) {
+    if constexpr (!has_backward(constant.value)) {
+      return args.fail("has no gradient for operation %lld", static_cast<long long>(op));
+    }
     using E = decltype(element);
     auto* d = E::at(grad_in);
     const auto* g = E::at(grad_out);
@@ -256,3 +253,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_unary_backward) {
     return 0;
   });
 }
+
+}  // namespace torchplug::device_kernels

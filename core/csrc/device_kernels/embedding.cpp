@@ -34,9 +34,6 @@ int check_index_bytes(KernelArgs& args, int64_t index_bytes) {
 }
 
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_index_rows) {
   const auto [out, table, indices, count, rows, row_bytes, index_bytes, wrap_negative] =
@@ -122,3 +119,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_index_put_rows) {
     return 0;
   });
 }
+
+}  // namespace torchplug::device_kernels

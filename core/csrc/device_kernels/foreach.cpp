@@ -74,9 +74,6 @@ void apply(ForeachOp op, const Operands& operands) {
 }
 
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernel below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_foreach) {
   const auto [op_code, dtype, count] = args.read<int64_t, int64_t, int64_t>();
@@ -100,3 +97,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_foreach) {
     return 0;
   });
 }
+
+}  // namespace torchplug::device_kernels

@@ -9,8 +9,15 @@
 
 namespace torchplug::device_kernels {
 
-// Element types, as the kernels' `dtype` argument.
-enum class DType : int64_t { kFloat32 = 0, kFloat64 = 1, kBFloat16 = 2 };
+// Element types, as the kernels' `dtype` argument and the conversion's
+// `out_type` and `in_type`. The arithmetic kernels take the floating types
+// (up to kBFloat16); the conversion takes every one.
+enum class DType : int64_t {
+  kFloat32 = 0, kFloat64 = 1, kBFloat16 = 2, kBool = 3, kUInt8 = 4, kInt8 = 5, kInt16 = 6, kInt32 = 7, kInt64 = 8
+};
+inline constexpr int64_t kDTypeCount = static_cast<int64_t>(DType::kInt64) + 1;
+inline constexpr int64_t kArithmeticDTypeCount = static_cast<int64_t>(DType::kBFloat16) + 1;
+inline constexpr bool is_arithmetic_dtype(DType type) { return static_cast<int64_t>(type) < kArithmeticDTypeCount; }
 
 // torchplug_binary(out*, a*, b*, count, dtype, op, alpha, scalar):
 // out = a op (alpha * b) for add and sub, a op b for mul, div and pow; a NULL
@@ -136,14 +143,11 @@ inline constexpr const char kEmbeddingBackward[] = "torchplug_embedding_backward
 inline constexpr const char kStridedCopy[] = "torchplug_strided_copy";
 inline constexpr int64_t kMaxCopyDims = 8;
 
-// torchplug_convert(out*, in*, count, out_type, in_type): each of `count`
+// torchplug_convert(out*, in*, count, out_type, in_type) (two DTypes): each of `count`
 // dense elements of `in` converted to out's type as torch converts them
 // (static_cast; to bool, whether it is nonzero; to bfloat16, rounded to
 // nearest even). What copy_ and .to() between two types run.
 inline constexpr const char kConvert[] = "torchplug_convert";
-enum class ElementType : int64_t {
-  kBool = 0, kUInt8 = 1, kInt8 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5, kFloat32 = 6, kFloat64 = 7, kBFloat16 = 8
-};
 
 // torchplug_where(out*, condition*, a*, b*, dims, element_bytes, then for
 // each of `dims` dimensions: size, out_stride, condition_stride, a_stride,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "device_kernels/kernel_abi.h"
 #include "torchplug/driver.h"
@@ -157,23 +158,49 @@ struct Element {
   static const T* at(const void* data) { return static_cast<const T*>(data); }
 };
 
+// The C++ type of each DType, in its numbering.
+using ElementTypes = std::tuple<float, double, BFloat16, bool, uint8_t, int8_t, int16_t, int32_t, int64_t>;
+static_assert(std::tuple_size_v<ElementTypes> == kDTypeCount, "one C++ type per DType");
+
+template <typename Result, typename Body, int64_t... Values>
+Result with_constant_among(int64_t value, Result otherwise, Body& body, std::integer_sequence<int64_t, Values...>) {
+  Result result = otherwise;
+  (void)((value == Values && ((result = body(std::integral_constant<int64_t, Values>{})), true)) || ...);
+  return result;
+}
+
+// Calls `body(std::integral_constant<int64_t, value>{})` for 0 <= value <
+// Count, so the body is compiled once per value (an element type's
+// loop, an operation inlined into it); `otherwise` for any other value.
+template <int64_t Count, typename Result, typename Body>
+Result with_constant(int64_t value, Result otherwise, Body&& body) {
+  return with_constant_among(value, otherwise, body, std::make_integer_sequence<int64_t, Count>{});
+}
+
+// Calls `body(T{})` for the C++ type T of DType number `type` below Count
+// (all of them by default); `otherwise` for any other number.
+template <int64_t Count = kDTypeCount, typename Result, typename Body>
+Result with_element_type(int64_t type, Result otherwise, Body&& body) {
+  return with_constant<Count>(type, otherwise, [&](auto number) {
+    return body(std::tuple_element_t<static_cast<size_t>(decltype(number)::value), ElementTypes>{});
+  });
+}
+
 // A kernel's typed part: once its arguments are read and were as it reads
-// them, calls `body(Element<T>{})` for the element type T that `dtype` names.
-// The failing status for arguments it did not understand or a type it does not take.
+// them, calls `body(Element<T>{})` for the arithmetic element type T that
+// `dtype` names. The failing status for arguments it did not understand or a
+// type it does not take.
 template <typename Body>
 int with_dtype(KernelArgs& args, int64_t dtype, Body&& body) {
   if (!args.ok()) {
     return 1;
   }
-  switch (static_cast<DType>(dtype)) {
-    case DType::kFloat32:
-      return body(Element<float>{});
-    case DType::kFloat64:
-      return body(Element<double>{});
-    case DType::kBFloat16:
-      return body(Element<BFloat16>{});
-  }
-  return args.fail("has no element type %lld", static_cast<long long>(dtype));
+  bool known = false;
+  const int status = with_element_type<kArithmeticDTypeCount>(dtype, 1, [&](auto element) {
+    known = true;
+    return body(Element<decltype(element)>{});
+  });
+  return known ? status : args.fail("has no arithmetic element type %lld", static_cast<long long>(dtype));
 }
 
 }  // namespace torchplug::device_kernels

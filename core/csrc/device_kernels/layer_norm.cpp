@@ -100,9 +100,6 @@ void layer_norm_gradients(void* grad_input, void* grad_weight, void* grad_bias, 
 }
 
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_layer_norm) {
   const auto [out, mean, rstd, input, weight, bias, rows, columns, eps, dtype] =
@@ -131,3 +128,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_layer_norm_backward) {
     return 0;
   });
 }
+
+}  // namespace torchplug::device_kernels

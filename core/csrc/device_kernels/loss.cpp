@@ -34,9 +34,6 @@ bool target_of(KernelArgs& args, const int64_t* target, int64_t row, const NllSh
 }
 
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_nll_loss) {
   const auto [out, total_weight, input, target, weight, rows, classes, reduction, ignore_index, dtype] =
@@ -102,3 +99,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_nll_loss_backward) {
     return 0;
   });
 }
+
+}  // namespace torchplug::device_kernels

@@ -7,7 +7,7 @@
 #include "device_kernels/kernel_args.h"
 #include "device_kernels/strided_rows.h"
 
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
+namespace torchplug::device_kernels {
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_where) {
   const auto [out, condition, a, b, dims, element_bytes] =
@@ -76,3 +76,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_triangle) {
   }
   return 0;
 }
+
+}  // namespace torchplug::device_kernels

@@ -250,9 +250,6 @@ bool usable_isa(Isa& isa) {
 }
 
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernel below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_gemm_batched) {
   const auto [out, a_data, b_data, batch, m, n, k, a_batch, a_row, a_column, b_batch, b_row, b_column, dtype] =
@@ -319,3 +316,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_gemm) {
                             static_cast<long long>(n));
   });
 }
+
+}  // namespace torchplug::device_kernels

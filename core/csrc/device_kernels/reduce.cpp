@@ -6,6 +6,7 @@
 
 #include "device_kernels/kernel_args.h"
 
+namespace torchplug::device_kernels {
 namespace {
 
 // `count` words of type Word, each the first bytes of `pattern`: a loop the compiler vectorises.
@@ -28,8 +29,6 @@ void write_range(void* out, int64_t count, int64_t start, int64_t step) {
 }
 
 }  // namespace
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_fill) {
   const auto [out, count, element_bytes, low, high] = args.read<void*, int64_t, int64_t, int64_t, int64_t>();
@@ -95,3 +94,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_sum) {
     return 0;
   });
 }
+
+}  // namespace torchplug::device_kernels

@@ -64,9 +64,6 @@ void softmax_backward_rows(void* grad_in, const void* grad_out, const void* outp
 }
 
 }  // namespace
-}  // namespace torchplug::device_kernels
-
-using namespace torchplug::device_kernels;  // NOLINT(google-build-using-namespace): the exported kernels below
 
 TORCHPLUG_DEVICE_KERNEL(torchplug_softmax) {
   const auto [out, in, rows, columns, dtype, mode] =
@@ -88,3 +85,5 @@ TORCHPLUG_DEVICE_KERNEL(torchplug_softmax_backward) {
     return 0;
   });
 }
+
+}  // namespace torchplug::device_kernels

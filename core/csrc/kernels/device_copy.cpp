@@ -122,38 +122,12 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 }
 
 
-// The conversion kernel's code for `type`, if it converts it.
-std::optional<dk::ElementType> element_type(c10::ScalarType type) {
-  switch (type) {
-    case c10::kBool:
-      return dk::ElementType::kBool;
-    case c10::kByte:
-      return dk::ElementType::kUInt8;
-    case c10::kChar:
-      return dk::ElementType::kInt8;
-    case c10::kShort:
-      return dk::ElementType::kInt16;
-    case c10::kInt:
-      return dk::ElementType::kInt32;
-    case c10::kLong:
-      return dk::ElementType::kInt64;
-    case c10::kFloat:
-      return dk::ElementType::kFloat32;
-    case c10::kDouble:
-      return dk::ElementType::kFloat64;
-    case c10::kBFloat16:
-      return dk::ElementType::kBFloat16;
-    default:
-      return std::nullopt;
-  }
-}
-
 // dst.copy_(src) between two element types: `src` brought into dst's layout
 // (itself when it has it, else a copy of its type made inside the device),
 // then converted element by element into dense `dst`.
 bool convert_inside_device(const at::Tensor& src, const at::Tensor& dst) {
-  const std::optional<dk::ElementType> to = element_type(dst.scalar_type());
-  const std::optional<dk::ElementType> from = element_type(src.scalar_type());
+  const std::optional<dk::DType> to = element_type(dst.scalar_type());
+  const std::optional<dk::DType> from = element_type(src.scalar_type());
   if (!to || !from || !dst.is_non_overlapping_and_dense()) {
     return false;
   }

@@ -1,5 +1,8 @@
 #include "kernels/device_kernel_calls.h"
 
+#include <algorithm>
+#include <array>
+
 #include "backend/backend_inl.h"
 #include "driver/device_runtime.h"
 #include "driver/kernel_module.h"
@@ -11,17 +14,20 @@ bool has_module_kernels(c10::DeviceType type) {
   return translate_runtime_errors([&] { return driver::KernelModule::of(device_runtime(type)) != nullptr; });
 }
 
-std::optional<dk::DType> kernel_dtype(c10::ScalarType type) {
-  switch (type) {
-    case c10::kFloat:
-      return dk::DType::kFloat32;
-    case c10::kDouble:
-      return dk::DType::kFloat64;
-    case c10::kBFloat16:
-      return dk::DType::kBFloat16;
-    default:
-      return std::nullopt;
+std::optional<dk::DType> element_type(c10::ScalarType type) {
+  // c10's type of each DType, in the kernels' numbering (kernel_abi.h).
+  static constexpr std::array<c10::ScalarType, dk::kDTypeCount> kScalarTypes = {
+      c10::kFloat, c10::kDouble, c10::kBFloat16, c10::kBool, c10::kByte, c10::kChar, c10::kShort, c10::kInt, c10::kLong};
+  const auto* found = std::find(kScalarTypes.begin(), kScalarTypes.end(), type);
+  if (found == kScalarTypes.end()) {
+    return std::nullopt;
   }
+  return static_cast<dk::DType>(found - kScalarTypes.begin());
+}
+
+std::optional<dk::DType> kernel_dtype(c10::ScalarType type) {
+  const std::optional<dk::DType> dtype = element_type(type);
+  return dtype && dk::is_arithmetic_dtype(*dtype) ? dtype : std::nullopt;
 }
 
 bool dense_on(const at::Tensor& tensor, c10::Device device) {

@@ -24,7 +24,10 @@ namespace dk = device_kernels;
 // the core's kernel image).
 bool has_module_kernels(c10::DeviceType type);
 
-// The kernels' element type for `type`, if they take it.
+// The kernels' element type for `type`, if the conversion kernel takes it.
+std::optional<dk::DType> element_type(c10::ScalarType type);
+
+// The kernels' element type for `type`, if the arithmetic kernels take it.
 std::optional<dk::DType> kernel_dtype(c10::ScalarType type);
 
 // A device tensor a kernel reads or writes as it is: on `device`, strided,

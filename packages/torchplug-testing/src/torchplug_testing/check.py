@@ -199,32 +199,8 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(
-    device: str,
-    *,
-    full: bool = False,
-    as_json: bool = False,
-    markdown: str | None = None,
-    expectations: str | None = None,
-    workers: int | None = None,
-    extra_env: Mapping[str, str] | None = None,
-    pytest_args: Sequence[str] = (),
-    timeout: float = DEFAULT_TIMEOUT_S,
-) -> int:
-    """Runs, prints (text or JSON) and optionally writes a Markdown report; exit status."""
-    try:
-        report = run_suite(
-            device,
-            full=full,
-            expectations=expectations,
-            workers=workers,
-            extra_env=extra_env,
-            pytest_args=pytest_args,
-            timeout=timeout,
-        )
-    except CheckError as error:
-        sys.stderr.write(f"torchplug check: {error}\n")
-        return 2
+def show(report: dict[str, Any], *, as_json: bool = False, markdown: str | None = None) -> int:
+    """Prints ``report`` (text or JSON), optionally writes it as Markdown; the exit status."""
     sys.stdout.write((json.dumps(report, indent=2) if as_json else text_summary(report)) + "\n")
     if markdown:
         Path(markdown).write_text(markdown_report(report))

@@ -7,6 +7,7 @@ reads; the suite itself (``check``) is imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,14 +48,17 @@ def run(args: argparse.Namespace) -> int:
     extra_env = (
         {"TORCHPLUG_PRIVATEUSE1": device} if device in torchplug.privateuse1_candidates() else {}
     )
-    return check.main(
-        device,
-        full=args.full,
-        as_json=args.json,
-        markdown=args.markdown,
-        expectations=args.expectations,
-        workers=args.workers,
-        extra_env=extra_env,
-        pytest_args=args.pytest_args,
-        timeout=args.timeout,
-    )
+    try:
+        report = check.run_suite(
+            device,
+            full=args.full,
+            expectations=args.expectations,
+            workers=args.workers,
+            extra_env=extra_env,
+            pytest_args=args.pytest_args,
+            timeout=args.timeout,
+        )
+    except check.CheckError as error:
+        sys.stderr.write(f"torchplug check: {error}\n")
+        return 2
+    return check.show(report, as_json=args.json, markdown=args.markdown)

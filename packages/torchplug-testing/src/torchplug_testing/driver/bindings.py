@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import re
 from collections.abc import Iterable
 from ctypes import c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import Any, TypeVar
@@ -156,6 +157,18 @@ def _sized(name: str, members: str, functions: Iterable[Member] = ()) -> type[ct
     return _struct(name, f"size_t struct_size; {members}", functions)
 
 
+def _functions(declarations: str) -> tuple[Member, ...]:
+    """The function members ``declarations``, spelled as the header spells them:
+    "TPD_Error* (*name)(Args* args);" or "void (*name)(Args* args);", in its order."""
+    members: list[Member] = []
+    for declaration in filter(None, (part.strip() for part in declarations.split(";"))):
+        spelled = re.fullmatch(r"(TPD_Error\*|void) \(\*(\w+)\)\((\w+)\* args\)", declaration)
+        assert spelled, f"not a function member: {declaration!r}"
+        result, name, args = spelled.groups()
+        members.append((name, _STRUCTS[args], result != "void"))
+    return tuple(members)
+
+
 def _client(name: str, members: str) -> type[ctypes.Structure]:
     """The arguments of a client's call: ``struct_size``, ``TPD_Client* client``, ``members``."""
     return _sized(name, f"TPD_Client* client; {members}")
@@ -228,72 +241,69 @@ TPD_Simulator_Sleep_Args = _client("TPD_Simulator_Sleep_Args", "TPD_Stream* stre
 
 # fmt: on
 
-IPC_MEMBERS: tuple[Member, ...] = (
-    ("ipc_allocate", TPD_Ipc_Allocate_Args, True),
-    ("ipc_get_handle", TPD_Ipc_GetHandle_Args, True),
-    ("ipc_open", TPD_Ipc_Open_Args, True),
-    ("ipc_close", TPD_Ipc_Close_Args, True),
+IPC_MEMBERS = _functions(
+    "TPD_Error* (*ipc_allocate)(TPD_Ipc_Allocate_Args* args);"
+    "TPD_Error* (*ipc_get_handle)(TPD_Ipc_GetHandle_Args* args);"
+    "TPD_Error* (*ipc_open)(TPD_Ipc_Open_Args* args);"
+    "TPD_Error* (*ipc_close)(TPD_Ipc_Close_Args* args);"
 )
-PROFILER_MEMBERS: tuple[Member, ...] = (
-    ("event_timestamp", TPD_Profiler_EventTimestamp_Args, True),
+PROFILER_MEMBERS = _functions(
+    "TPD_Error* (*event_timestamp)(TPD_Profiler_EventTimestamp_Args* args);"
 )
-KERNEL_MODULE_MEMBERS: tuple[Member, ...] = (
-    ("module_load", TPD_Module_Load_Args, True),
-    ("module_unload", TPD_Module_Unload_Args, True),
-    ("module_get_function", TPD_Module_GetFunction_Args, True),
-    ("kernel_launch", TPD_Kernel_Launch_Args, True),
+KERNEL_MODULE_MEMBERS = _functions(
+    "TPD_Error* (*module_load)(TPD_Module_Load_Args* args);"
+    "TPD_Error* (*module_unload)(TPD_Module_Unload_Args* args);"
+    "TPD_Error* (*module_get_function)(TPD_Module_GetFunction_Args* args);"
+    "TPD_Error* (*kernel_launch)(TPD_Kernel_Launch_Args* args);"
 )
-SIMULATOR_MEMBERS: tuple[Member, ...] = (
-    ("configure", TPD_Simulator_Configure_Args, True),
-    ("inject_fault", TPD_Simulator_InjectFault_Args, True),
-    ("take_kernel_fault", TPD_Simulator_TakeKernelFault_Args, True),
-    ("strict_memory", TPD_Simulator_StrictMemory_Args, True),
-    ("open_access", TPD_Simulator_Access_Args, True),
-    ("close_access", TPD_Simulator_Access_Args, True),
-    ("adopt", TPD_Simulator_Adopt_Args, True),
-    ("stats", TPD_Simulator_Stats_Args, True),
-    ("sleep", TPD_Simulator_Sleep_Args, True),
+SIMULATOR_MEMBERS = _functions(
+    "TPD_Error* (*configure)(TPD_Simulator_Configure_Args* args);"
+    "TPD_Error* (*inject_fault)(TPD_Simulator_InjectFault_Args* args);"
+    "TPD_Error* (*take_kernel_fault)(TPD_Simulator_TakeKernelFault_Args* args);"
+    "TPD_Error* (*strict_memory)(TPD_Simulator_StrictMemory_Args* args);"
+    "TPD_Error* (*open_access)(TPD_Simulator_Access_Args* args);"
+    "TPD_Error* (*close_access)(TPD_Simulator_Access_Args* args);"
+    "TPD_Error* (*adopt)(TPD_Simulator_Adopt_Args* args);"
+    "TPD_Error* (*stats)(TPD_Simulator_Stats_Args* args);"
+    "TPD_Error* (*sleep)(TPD_Simulator_Sleep_Args* args);"
 )
+
 
 # ------------------------------------------------------------------- table
 
 TPD_ApiVersion = _struct("TPD_ApiVersion", "int major; int minor")
 
-# The argument struct of each table member, by the member's name, in the table's order.
-ARGUMENTS: dict[str, type[ctypes.Structure]] = {
-    "error_destroy": TPD_Error_Destroy_Args,
-    "error_message": TPD_Error_Message_Args,
-    "error_get_code": TPD_Error_GetCode_Args,
-    "client_create": TPD_Client_Create_Args,
-    "client_destroy": TPD_Client_Destroy_Args,
-    "client_device_count": TPD_Client_DeviceCount_Args,
-    "device_get_properties": TPD_Device_GetProperties_Args,
-    "memory_allocate": TPD_Memory_Allocate_Args,
-    "memory_free": TPD_Memory_Free_Args,
-    "memory_get_info": TPD_Memory_GetInfo_Args,
-    "host_memory_allocate": TPD_HostMemory_Allocate_Args,
-    "host_memory_free": TPD_HostMemory_Free_Args,
-    "memory_set_async": TPD_Memory_SetAsync_Args,
-    "memory_copy_async": TPD_Memory_CopyAsync_Args,
-    "stream_create": TPD_Stream_Create_Args,
-    "stream_destroy": TPD_Stream_Destroy_Args,
-    "stream_query": TPD_Stream_Query_Args,
-    "stream_synchronize": TPD_Stream_Query_Args,
-    "stream_wait_event": TPD_Stream_WaitEvent_Args,
-    "stream_launch_host_function": TPD_Stream_LaunchHostFunction_Args,
-    "event_create": TPD_Event_Create_Args,
-    "event_destroy": TPD_Event_Query_Args,
-    "event_record": TPD_Event_Record_Args,
-    "event_query": TPD_Event_Query_Args,
-    "event_synchronize": TPD_Event_Query_Args,
-    "event_elapsed_time": TPD_Event_ElapsedTime_Args,
-    "stream_wait_idle": TPD_Stream_Query_Args,
-}
-# The table's members that return void: the error functions, which cannot fail.
-_RETURNING_VOID = ("error_destroy", "error_message")
-API_MEMBERS: tuple[Member, ...] = tuple(
-    (name, args, name not in _RETURNING_VOID) for name, args in ARGUMENTS.items()
+API_MEMBERS = _functions(
+    "void (*error_destroy)(TPD_Error_Destroy_Args* args);"
+    "void (*error_message)(TPD_Error_Message_Args* args);"
+    "TPD_Error* (*error_get_code)(TPD_Error_GetCode_Args* args);"
+    "TPD_Error* (*client_create)(TPD_Client_Create_Args* args);"
+    "TPD_Error* (*client_destroy)(TPD_Client_Destroy_Args* args);"
+    "TPD_Error* (*client_device_count)(TPD_Client_DeviceCount_Args* args);"
+    "TPD_Error* (*device_get_properties)(TPD_Device_GetProperties_Args* args);"
+    "TPD_Error* (*memory_allocate)(TPD_Memory_Allocate_Args* args);"
+    "TPD_Error* (*memory_free)(TPD_Memory_Free_Args* args);"
+    "TPD_Error* (*memory_get_info)(TPD_Memory_GetInfo_Args* args);"
+    "TPD_Error* (*host_memory_allocate)(TPD_HostMemory_Allocate_Args* args);"
+    "TPD_Error* (*host_memory_free)(TPD_HostMemory_Free_Args* args);"
+    "TPD_Error* (*memory_set_async)(TPD_Memory_SetAsync_Args* args);"
+    "TPD_Error* (*memory_copy_async)(TPD_Memory_CopyAsync_Args* args);"
+    "TPD_Error* (*stream_create)(TPD_Stream_Create_Args* args);"
+    "TPD_Error* (*stream_destroy)(TPD_Stream_Destroy_Args* args);"
+    "TPD_Error* (*stream_query)(TPD_Stream_Query_Args* args);"
+    "TPD_Error* (*stream_synchronize)(TPD_Stream_Query_Args* args);"
+    "TPD_Error* (*stream_wait_event)(TPD_Stream_WaitEvent_Args* args);"
+    "TPD_Error* (*stream_launch_host_function)(TPD_Stream_LaunchHostFunction_Args* args);"
+    "TPD_Error* (*event_create)(TPD_Event_Create_Args* args);"
+    "TPD_Error* (*event_destroy)(TPD_Event_Query_Args* args);"
+    "TPD_Error* (*event_record)(TPD_Event_Record_Args* args);"
+    "TPD_Error* (*event_query)(TPD_Event_Query_Args* args);"
+    "TPD_Error* (*event_synchronize)(TPD_Event_Query_Args* args);"
+    "TPD_Error* (*event_elapsed_time)(TPD_Event_ElapsedTime_Args* args);"
+    "TPD_Error* (*stream_wait_idle)(TPD_Stream_Query_Args* args);"
 )
+# The argument struct of each member of the table, by the member's name.
+ARGUMENTS: dict[str, type[ctypes.Structure]] = {name: args for name, args, _ in API_MEMBERS}
 
 # Each extension starts with its TPD_ExtensionBase.
 _EXTENSION_BASE = "TPD_ExtensionBase base"
