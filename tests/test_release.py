@@ -275,15 +275,21 @@ def test_round_trip_through_a_package_index(release_dist: Path, tmp_path: Path) 
         (tmp_path / "venv").glob("lib/python*/site-packages/torch_vnpu/_build_info.py")
     )
     original = build_info.read_text()
-    build_info.write_text(original.replace('TORCH_VERSION = "2.15.0"', 'TORCH_VERSION = "2.14.0"'))
+    # (torch_vnpu is built on torch's stable ABI: it runs from the torch it targets on.)
+    build_info.write_text(
+        original.replace('TORCH_STABLE_ABI = "2.14"', 'TORCH_STABLE_ABI = "2.16"')
+    )
     npu = doctor(bin_dir, tmp_path, TORCHPLUG_PRIVATEUSE1="npu")["npu"]
     assert npu["status"] == "failed"
-    assert "torch_vnpu was built for torch 2.14.0 but torch 2.15.0 is running" in npu["reason"]
-    build_info.write_text(original.replace("KERNEL_API_VERSION = 2", "KERNEL_API_VERSION = 99"))
+    assert (
+        "torch_vnpu was built against torch's stable ABI for torch 2.16 and later, "
+        "but torch 2.15.0 is running" in npu["reason"]
+    )
+    build_info.write_text(original.replace("KERNEL_API_VERSION = 3", "KERNEL_API_VERSION = 99"))
     npu = doctor(bin_dir, tmp_path, TORCHPLUG_PRIVATEUSE1="npu")["npu"]
     assert npu["status"] == "failed"
     assert "torch_vnpu was built against torchplug 0.1.0 (kernel API 99)" in npu["reason"]
-    assert "torchplug 0.1.0 (kernel API 2) is installed" in npu["reason"]
+    assert "torchplug 0.1.0 (kernel API 3) is installed" in npu["reason"]
 
 
 @pytest.mark.slow

@@ -70,7 +70,10 @@ def test_core_wheel_ships_the_plugin_build_kit(wheels: Path) -> None:
         names = set(archive.namelist())
     assert "torchplug/include/torchplug/kernel_scope.h" in names
     assert "torchplug/include/torchplug/kernel_api.h" in names
+    assert "torchplug/include/torchplug/kernel_api_load.h" in names
+    assert "torchplug/include/torchplug/stable/kernel_scope.h" in names
     assert "torchplug/cmake/torchplugConfig.cmake" in names
+    assert "torchplug/cmake/check_stable_abi.cmake" in names
     assert "torchplug/cmake/manylinux_compat.h" in names
 
 

@@ -5,9 +5,9 @@
 #include <type_traits>
 #include <vector>
 
-#include <ATen/Parallel.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 namespace torch_vnpu {
 namespace {
@@ -34,7 +34,7 @@ int64_t row_grain(int64_t cols) {
 template <typename T>
 void fast_gelu_loop(const T* x, T* y, int64_t numel) {
   using Acc = ElementMath<T>;
-  at::parallel_for(0, numel, kElementGrain, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, numel, kElementGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const Acc value = static_cast<Acc>(x[i]);
       y[i] = static_cast<T>(value * sigmoid_of_scaled(value));
@@ -46,7 +46,7 @@ template <typename T>
 void fast_gelu_backward_loop(const T* grad, const T* x, T* grad_x, int64_t numel) {
   using Acc = ElementMath<T>;
   const Acc scale = static_cast<Acc>(kFastGeluScale);
-  at::parallel_for(0, numel, kElementGrain, [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, numel, kElementGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const Acc value = static_cast<Acc>(x[i]);
       const Acc s = sigmoid_of_scaled(value);
@@ -58,7 +58,7 @@ void fast_gelu_backward_loop(const T* grad, const T* x, T* grad_x, int64_t numel
 
 template <typename T>
 void rms_norm_loop(const T* x, const T* weight, T* y, int64_t rows, int64_t cols, double eps) {
-  at::parallel_for(0, rows, row_grain(cols), [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, rows, row_grain(cols), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const T* in = x + row * cols;
       T* out = y + row * cols;
@@ -81,7 +81,7 @@ void rms_norm_backward_loop(const T* grad, const T* x, const T* weight, T* grad_
   std::vector<double> rstd(static_cast<size_t>(rows));
   // y_j = x_j r w_j with r = (mean(x^2) + eps)^-1/2, so
   // dL/dx_j = r g_j w_j - x_j r^3 mean_k(g_k w_k x_k).
-  at::parallel_for(0, rows, row_grain(cols), [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, rows, row_grain(cols), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const T* in = x + row * cols;
       const T* g = grad + row * cols;
@@ -103,7 +103,7 @@ void rms_norm_backward_loop(const T* grad, const T* x, const T* weight, T* grad_
     }
   });
   // dL/dw_j = sum over rows of g_j x_j r, one column per task.
-  at::parallel_for(0, cols, row_grain(rows), [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, cols, row_grain(rows), [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       double total = 0;
       for (int64_t row = 0; row < rows; ++row) {
@@ -124,8 +124,8 @@ void rms_norm_backward_loop(const T* grad, const T* x, const T* weight, T* grad_
 
 TORCH_VNPU_INSTANTIATE(float)
 TORCH_VNPU_INSTANTIATE(double)
-TORCH_VNPU_INSTANTIATE(c10::Half)
-TORCH_VNPU_INSTANTIATE(c10::BFloat16)
+TORCH_VNPU_INSTANTIATE(torch::headeronly::Half)
+TORCH_VNPU_INSTANTIATE(torch::headeronly::BFloat16)
 
 #undef TORCH_VNPU_INSTANTIATE
 

@@ -2,7 +2,7 @@
 // initializers register the npu operators with the dispatcher.
 #include <Python.h>
 
-#include <torchplug/kernel_scope.h>
+#include <torchplug/kernel_api_load.h>
 
 PyMODINIT_FUNC PyInit__C() {
   static PyModuleDef definition = {

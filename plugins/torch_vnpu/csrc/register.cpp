@@ -1,12 +1,12 @@
 // The npu operator library: schemas, and the fused kernels for the CPU and
-// the npu (PrivateUse1) dispatch keys. Autograd formulas and the fake (meta)
-// implementations for torch.compile are registered from Python
-// (torch_vnpu/_ops.py), next to the wrappers users call.
-#include <torch/library.h>
+// the npu (PrivateUse1) dispatch keys, through torch's stable ABI. Autograd
+// formulas and the fake (meta) implementations for torch.compile are
+// registered from Python (torch_vnpu/_ops.py), next to the wrappers users call.
+#include <torch/csrc/stable/library.h>
 
 #include "ops.h"
 
-TORCH_LIBRARY(npu, m) {
+STABLE_TORCH_LIBRARY(npu, m) {
   m.def("fast_gelu(Tensor self) -> Tensor");
   m.def("fast_gelu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("fast_gelu_backward(Tensor grad, Tensor self) -> Tensor");
@@ -17,16 +17,16 @@ TORCH_LIBRARY(npu, m) {
 namespace {
 
 // The same kernels serve CPU and npu tensors.
-void register_kernels(torch::Library& m) {
-  m.impl("fast_gelu", &torch_vnpu::fast_gelu);
-  m.impl("fast_gelu.out", &torch_vnpu::fast_gelu_out);
-  m.impl("fast_gelu_backward", &torch_vnpu::fast_gelu_backward);
-  m.impl("rms_norm", &torch_vnpu::rms_norm);
-  m.impl("rms_norm_backward", &torch_vnpu::rms_norm_backward);
+void register_kernels(torch::stable::detail::StableLibrary& m) {
+  m.impl("fast_gelu", TORCH_BOX(&torch_vnpu::fast_gelu));
+  m.impl("fast_gelu.out", TORCH_BOX(&torch_vnpu::fast_gelu_out));
+  m.impl("fast_gelu_backward", TORCH_BOX(&torch_vnpu::fast_gelu_backward));
+  m.impl("rms_norm", TORCH_BOX(&torch_vnpu::rms_norm));
+  m.impl("rms_norm_backward", TORCH_BOX(&torch_vnpu::rms_norm_backward));
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(npu, CPU, m) { register_kernels(m); }
+STABLE_TORCH_LIBRARY_IMPL(npu, CPU, m) { register_kernels(m); }
 
-TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) { register_kernels(m); }
+STABLE_TORCH_LIBRARY_IMPL(npu, PrivateUse1, m) { register_kernels(m); }

@@ -32,18 +32,42 @@ def check_torch_version(package: str = "torchplug", built_for: str | None = None
         )
 
 
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def check_stable_abi_torch(package: str, target: str) -> None:
+    """Refuses to load an extension built against torch's stable ABI for
+    torch ``target`` (major.minor) and later into an older torch."""
+    import torch
+
+    running = torch.__version__.split("+")[0]
+    if _minor(running) < _minor(target):
+        raise BackendLoadError(
+            f"{package} was built against torch's stable ABI for torch {target} and later, but "
+            f"torch {running} is running; `pip install 'torch>={target}'`."
+        )
+
+
 def check_build(package: str, build_info: types.ModuleType) -> None:
     """Refuses to load a plugin's native build into a torch or a torchplug core
     it cannot run with, before anything fails with an undefined symbol.
 
     ``build_info`` is the plugin's ``_build_info`` module, which CMake's
-    ``torchplug_install_build_info`` writes: the torch it was built for
-    (same minor release required) and the core's kernel API version it was
-    compiled against (the running core must offer at least that one).
+    ``torchplug_install_build_info`` writes: the torch it was built for (same
+    minor release required), or for extensions built against torch's stable
+    ABI the oldest torch they target (that release or a later one required),
+    and the core's kernel API version it was compiled against (the running
+    core must offer at least that one).
     """
     from torchplug import _build_info as core
 
-    check_torch_version(package, build_info.TORCH_VERSION)
+    stable_since = getattr(build_info, "TORCH_STABLE_ABI", None)
+    if stable_since is None:
+        check_torch_version(package, build_info.TORCH_VERSION)
+    else:
+        check_stable_abi_torch(package, stable_since)
     # Builds made before torchplug 0.1.0's wheels recorded no kernel API version.
     needed = getattr(build_info, "KERNEL_API_VERSION", 0)
     offered = getattr(core, "KERNEL_API_VERSION", 0)

@@ -2,11 +2,13 @@
 // The C interface torchplug's native core offers to the native code of
 // backend plugins, published as the capsule `torchplug._C._kernel_api`.
 // Plain function pointers in a versioned table, so a plugin neither links the
-// core nor depends on its C++ ABI. C++ kernels use kernel_scope.h instead.
+// core nor depends on its C++ ABI. C++ kernels use kernel_scope.h instead
+// (stable/kernel_scope.h for kernels built against torch's stable ABI).
 #include <stddef.h>
+#include <stdint.h>
 
 #define TORCHPLUG_KERNEL_API_CAPSULE "torchplug._C._kernel_api"
-#define TORCHPLUG_KERNEL_API_VERSION 2
+#define TORCHPLUG_KERNEL_API_VERSION 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +40,25 @@ typedef struct TorchplugKernelApi {
 
   // Ends a launch opened by open_launch.
   void (*close_launch)(void* scope);
+
+  // Version 3: what kernels built against torch's stable ABI cannot do
+  // through it. Tensors are passed as that ABI's AtenTensorHandle; each
+  // returns 0, or -1 with a NUL-terminated message in `error`.
+
+  // Fails as the CPU's kernels do when an output overlaps itself or shares
+  // part of its memory with an input or another output (exactly an input,
+  // in place, is allowed); a NULL input (an absent optional) is skipped.
+  int (*check_no_overlap)(void* const* inputs, size_t input_count, void* const* outputs, size_t output_count,
+                          char* error, size_t error_size);
+
+  // Resizes an out= argument to `sizes` (`dims` of them) as torch's out=
+  // kernels do: with torch's warning when a non-empty tensor changes shape.
+  int (*resize_output)(void* out, const int64_t* sizes, size_t dims, char* error, size_t error_size);
+
+  // Writes the name torch prints for device (`device_type`, `device_index`),
+  // such as "npu:0" (a renamed PrivateUse1) or "cpu", into `name`.
+  int (*device_name)(int device_type, int device_index, char* name, size_t name_size, char* error,
+                     size_t error_size);
 } TorchplugKernelApi;
 
 #ifdef __cplusplus

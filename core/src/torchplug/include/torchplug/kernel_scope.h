@@ -19,8 +19,6 @@
 //   torchplug::check_no_overlap(/*inputs=*/{x}, /*outputs=*/{out});
 //
 // Build with the include directory `torchplug.get_include()` returns.
-#include <Python.h>
-
 #include <functional>
 #include <initializer_list>
 #include <iterator>
@@ -30,36 +28,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
-#include "torchplug/kernel_api.h"
+#include "torchplug/kernel_api_load.h"
 
 namespace torchplug {
-namespace detail {
-
-inline const TorchplugKernelApi*& loaded_kernel_api() {
-  static const TorchplugKernelApi* api = nullptr;
-  return api;
-}
-
-}  // namespace detail
-
-// Fetches the core's table. Call it with the GIL held, from the plugin's
-// module initialisation. Returns false with a Python exception set when
-// torchplug's native core cannot be imported or is older than these headers.
-inline bool load_kernel_api() {
-  auto* api = static_cast<const TorchplugKernelApi*>(PyCapsule_Import(TORCHPLUG_KERNEL_API_CAPSULE, 0));
-  if (api == nullptr) {
-    return false;
-  }
-  if (api->version < TORCHPLUG_KERNEL_API_VERSION) {
-    PyErr_Format(PyExc_ImportError,
-                 "torchplug's native core offers kernel API version %u, but this plugin was built against "
-                 "version %d: upgrade torchplug.",
-                 api->version, TORCHPLUG_KERNEL_API_VERSION);
-    return false;
-  }
-  detail::loaded_kernel_api() = api;
-  return true;
-}
 
 using TensorList = std::initializer_list<std::reference_wrapper<const at::Tensor>>;
 
@@ -70,19 +41,28 @@ using TensorList = std::initializer_list<std::reference_wrapper<const at::Tensor
 // is exactly one of the inputs (same memory, sizes and strides: in-place) is
 // allowed, as on the CPU; an elementwise loop may read and write it.
 // Undefined inputs (an absent optional argument) are skipped.
-inline void check_no_overlap(TensorList inputs, TensorList outputs) {
-  for (auto output = outputs.begin(); output != outputs.end(); ++output) {
-    at::assert_no_internal_overlap(*output);
+namespace detail {
+
+// check_no_overlap over any ranges of tensors (the core's C table passes vectors).
+template <typename Inputs, typename Outputs>
+void check_no_overlap_among(const Inputs& inputs, const Outputs& outputs) {
+  for (auto output = std::begin(outputs); output != std::end(outputs); ++output) {
+    const at::Tensor& written = *output;
+    at::assert_no_internal_overlap(written);
     for (const at::Tensor& input : inputs) {
       if (input.defined()) {
-        at::assert_no_partial_overlap(*output, input);
+        at::assert_no_partial_overlap(written, input);
       }
     }
-    for (auto other = std::next(output); other != outputs.end(); ++other) {
-      at::assert_no_overlap(*output, *other);
+    for (auto other = std::next(output); other != std::end(outputs); ++other) {
+      at::assert_no_overlap(written, *other);
     }
   }
 }
+
+}  // namespace detail
+
+inline void check_no_overlap(TensorList inputs, TensorList outputs) { detail::check_no_overlap_among(inputs, outputs); }
 
 // A kernel's stay on the device, through the core's kernel launch (the same
 // one the core's own kernels take): the device is current, work queued on its
