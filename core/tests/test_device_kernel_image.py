@@ -15,7 +15,17 @@ from torchplug_testing.driver.bindings import KERNEL_FORMAT_HOST_ELF, KernelArgK
 # The kernels' numbering of element types (device_kernels/kernel_abi.h, DType).
 DTYPES = tuple(
     getattr(torch, name)
-    for name in "float32 float64 bfloat16 bool uint8 int8 int16 int32 int64".split()
+    for name in [
+        "float32",
+        "float64",
+        "bfloat16",
+        "bool",
+        "uint8",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+    ]
 )
 UNARY_EXP, UNARY_SILU = 4, 7
 

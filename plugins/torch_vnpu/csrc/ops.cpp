@@ -1,11 +1,14 @@
 #include "ops.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/macros.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/BFloat16.h>
@@ -97,6 +100,47 @@ void check_rms_norm_arguments(const char* op, const Tensor& self, const Tensor& 
   STD_TORCH_CHECK(eps >= 0, "npu::", op, ": eps must be non-negative, got ", eps, ".");
 }
 
+// `tensor` itself when it is contiguous: torch::stable::contiguous is a
+// boxed dispatcher call even then, which a 4-element kernel would pay twice over.
+Tensor dense(const Tensor& tensor) {
+  return tensor.is_contiguous() ? tensor : torch::stable::contiguous(tensor);
+}
+
+// A new contiguous tensor of `model`'s sizes, element type and device, from
+// the stable C shim's allocation (torch::stable::empty_like goes through the
+// boxed dispatcher).
+Tensor empty_contiguous_like(const Tensor& model) {
+  const int64_t dims = model.dim();
+  // The sizes, then the strides.
+  std::vector<int64_t> layout(static_cast<size_t>(2 * dims));
+  int64_t stride = 1;
+  for (int64_t d = dims - 1; d >= 0; --d) {
+    const int64_t size = model.size(d);
+    layout[static_cast<size_t>(d)] = size;
+    layout[static_cast<size_t>(dims + d)] = stride;
+    stride *= std::max<int64_t>(size, 1);
+  }
+  int32_t dtype = 0;
+  int32_t device_type = 0;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(model.get(), &dtype));
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(model.get(), &device_type));
+  AtenTensorHandle allocated = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(dims, layout.data(), layout.data() + dims, dtype,
+                                                         device_type, model.get_device_index(), &allocated));
+  return Tensor(allocated);
+}
+
+// The elements of `tensor`, whose type T the caller checked (the typed
+// accessors of torch::stable::Tensor check it again, a call into torch each).
+template <typename T>
+const T* elements(const Tensor& tensor) {
+  return static_cast<const T*>(tensor.const_data_ptr());
+}
+template <typename T>
+T* mutable_elements(const Tensor& tensor) {
+  return static_cast<T*>(tensor.mutable_data_ptr());
+}
+
 // The rows and columns of a normalisation over the last dimension.
 std::pair<int64_t, int64_t> rows_and_columns(const Tensor& x) {
   const int64_t columns = x.size(-1);
@@ -107,12 +151,12 @@ std::pair<int64_t, int64_t> rows_and_columns(const Tensor& x) {
 
 Tensor fast_gelu(const Tensor& self) {
   check_floating("fast_gelu", "input", self);
-  const Tensor x = torch::stable::contiguous(self);
-  Tensor y = torch::stable::empty_like(x);
+  const Tensor x = dense(self);
+  Tensor y = empty_contiguous_like(x);
   const torchplug::stable::KernelScope scope("npu::fast_gelu", x, {x, y});
   with_floating_type(x, [&](auto element) {
     using T = decltype(element);
-    fast_gelu_loop(x.const_data_ptr<T>(), y.mutable_data_ptr<T>(), x.numel());
+    fast_gelu_loop(elements<T>(x), mutable_elements<T>(y), x.numel());
   });
   return y;
 }
@@ -128,14 +172,14 @@ Tensor fast_gelu_out(const Tensor& self, Tensor out) {
   torchplug::stable::check_no_overlap(/*inputs=*/{self}, /*outputs=*/{out});
   // A strided out= tensor takes the result through a contiguous buffer, as
   // CUDA's out= kernels do.
-  const Tensor x = torch::stable::contiguous(self);
+  const Tensor x = dense(self);
   const bool direct = out.is_contiguous();
-  Tensor y = direct ? out : torch::stable::empty_like(x);
+  Tensor y = direct ? out : empty_contiguous_like(x);
   {
     const torchplug::stable::KernelScope scope("npu::fast_gelu.out", x, {x, y});
     with_floating_type(x, [&](auto element) {
       using T = decltype(element);
-      fast_gelu_loop(x.const_data_ptr<T>(), y.mutable_data_ptr<T>(), x.numel());
+      fast_gelu_loop(elements<T>(x), mutable_elements<T>(y), x.numel());
     });
   }
   if (!direct) {
@@ -147,27 +191,27 @@ Tensor fast_gelu_out(const Tensor& self, Tensor out) {
 Tensor fast_gelu_backward(const Tensor& grad, const Tensor& self) {
   check_floating("fast_gelu_backward", "input", self);
   check_grad("fast_gelu_backward", grad, self);
-  const Tensor x = torch::stable::contiguous(self);
-  const Tensor g = torch::stable::contiguous(grad);
-  Tensor grad_x = torch::stable::empty_like(x);
+  const Tensor x = dense(self);
+  const Tensor g = dense(grad);
+  Tensor grad_x = empty_contiguous_like(x);
   const torchplug::stable::KernelScope scope("npu::fast_gelu_backward", x, {g, x, grad_x});
   with_floating_type(x, [&](auto element) {
     using T = decltype(element);
-    fast_gelu_backward_loop(g.const_data_ptr<T>(), x.const_data_ptr<T>(), grad_x.mutable_data_ptr<T>(), x.numel());
+    fast_gelu_backward_loop(elements<T>(g), elements<T>(x), mutable_elements<T>(grad_x), x.numel());
   });
   return grad_x;
 }
 
 Tensor rms_norm(const Tensor& self, const Tensor& weight, double eps) {
   check_rms_norm_arguments("rms_norm", self, weight, eps);
-  const Tensor x = torch::stable::contiguous(self);
-  const Tensor w = torch::stable::contiguous(weight);
-  Tensor y = torch::stable::empty_like(x);
+  const Tensor x = dense(self);
+  const Tensor w = dense(weight);
+  Tensor y = empty_contiguous_like(x);
   const auto [rows, columns] = rows_and_columns(x);
   const torchplug::stable::KernelScope scope("npu::rms_norm", x, {x, w, y});
   with_floating_type(x, [&](auto element) {
     using T = decltype(element);
-    rms_norm_loop(x.const_data_ptr<T>(), w.const_data_ptr<T>(), y.mutable_data_ptr<T>(), rows, columns, eps);
+    rms_norm_loop(elements<T>(x), elements<T>(w), mutable_elements<T>(y), rows, columns, eps);
   });
   return y;
 }
@@ -176,17 +220,17 @@ std::tuple<Tensor, Tensor> rms_norm_backward(const Tensor& grad, const Tensor& s
                                              double eps) {
   check_rms_norm_arguments("rms_norm_backward", self, weight, eps);
   check_grad("rms_norm_backward", grad, self);
-  const Tensor x = torch::stable::contiguous(self);
-  const Tensor w = torch::stable::contiguous(weight);
-  const Tensor g = torch::stable::contiguous(grad);
-  Tensor grad_x = torch::stable::empty_like(x);
-  Tensor grad_weight = torch::stable::empty_like(w);
+  const Tensor x = dense(self);
+  const Tensor w = dense(weight);
+  const Tensor g = dense(grad);
+  Tensor grad_x = empty_contiguous_like(x);
+  Tensor grad_weight = empty_contiguous_like(w);
   const auto [rows, columns] = rows_and_columns(x);
   const torchplug::stable::KernelScope scope("npu::rms_norm_backward", x, {g, x, w, grad_x, grad_weight});
   with_floating_type(x, [&](auto element) {
     using T = decltype(element);
-    rms_norm_backward_loop(g.const_data_ptr<T>(), x.const_data_ptr<T>(), w.const_data_ptr<T>(),
-                           grad_x.mutable_data_ptr<T>(), grad_weight.mutable_data_ptr<T>(), rows, columns, eps);
+    rms_norm_backward_loop(elements<T>(g), elements<T>(x), elements<T>(w),
+                           mutable_elements<T>(grad_x), mutable_elements<T>(grad_weight), rows, columns, eps);
   });
   return {grad_x, grad_weight};
 }
