@@ -3,6 +3,7 @@
 // the host except inside an access window a kernel or copy opens for the
 // allocations it was given. The core keeps the setting (one atomic load per
 // question) and opens windows through a simulator driver only while it is on.
+#include <cstddef>
 #include <initializer_list>
 #include <vector>
 
