@@ -1,5 +1,7 @@
 """Caching allocator statistics, OOM and recovery, fault injection, pinned memory."""
 
+import gc
+
 import pytest
 import torch
 
@@ -119,8 +121,17 @@ def test_host_memory_stats(device: str) -> None:
 def test_cuda_compatible_memory_queries(device: str) -> None:
     module = getattr(torch, device)
     block = torch.empty(1 << 20, dtype=torch.uint8, device=device)
-    nested = module.memory_stats_as_nested_dict()
-    assert nested["allocated_bytes"]["all"]["current"] == module.memory_allocated()
+    # A device tensor an earlier test left in garbage (a reference cycle) is
+    # freed whenever the collector runs, and building the nested dict can run
+    # it: collect first, and not between the two reads.
+    gc.collect()
+    gc.disable()
+    try:
+        nested = module.memory_stats_as_nested_dict()
+        allocated = module.memory_allocated()
+    finally:
+        gc.enable()
+    assert nested["allocated_bytes"]["all"]["current"] == allocated
     assert module.device_memory_used() == module.mem_get_info()[1] - module.mem_get_info()[0]
     assert module.device_memory_used() >= block.numel()
     with pytest.warns(FutureWarning, match="renamed to torch.foo.memory_reserved"):
