@@ -37,7 +37,7 @@ def result(children: ChildReports, name: str, device: str) -> Any:
 
 def raised(report: dict[str, Any], kind: str, *fragments: str) -> str:
     assert "raised" in report, f"expected {kind}, but the call returned {report.get('value')!r}"
-    assert report["raised"] == kind, report
+    assert report["raised"] == kind, f"expected {kind}, got {report['raised']}: {report['message']}"
     for fragment in fragments:
         assert fragment in report["message"], report["message"]
     return report["message"]
