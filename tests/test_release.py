@@ -159,6 +159,57 @@ def test_version_command_sets_every_distribution_and_opens_the_changelog(
         assert f"### {dist.name}\n" in released.split("## 0.1.0")[0]
 
 
+def test_the_supported_torch_releases_are_the_core_requirements_range() -> None:
+    requirement = tomllib.loads((ROOT / "core/pyproject.toml").read_text())["project"]
+    assert "torch>=2.14,<2.16" in requirement["dependencies"]
+    assert release.supported_torch_releases() == ["2.14", "2.15"]
+
+
+def fake_core_wheel(path: Path, releases: list[str], extra: str | None = None) -> Path:
+    """A wheel laid out as the core's: shared files, a build folder per release, metadata."""
+    files = {"torchplug/__init__.py": b"", "torchplug/drivers/libdriver.so": b"driver"}
+    for torch_release in releases:
+        files[f"torchplug/torch-{torch_release}/_C.so"] = f"core for {torch_release}".encode()
+    if extra:
+        files[extra] = b""
+    files["torchplug-0.1.0.dist-info/METADATA"] = b"Name: torchplug\n"
+    files["torchplug-0.1.0.dist-info/RECORD"] = b""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path
+
+
+def test_a_torch_build_merges_into_the_core_wheel_with_its_record(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    wheel = fake_core_wheel(tmp_path / "base.whl", ["2.15"])
+    release.merge_torch_build(wheel, fake_core_wheel(tmp_path / "old.whl", ["2.14"]))
+    assert release.torch_builds_in(wheel) == {"2.14", "2.15"}
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        record = archive.read("torchplug-0.1.0.dist-info/RECORD").decode().splitlines()
+        assert archive.read("torchplug/torch-2.14/_C.so") == b"core for 2.14"
+        contents = {name: archive.read(name) for name in names}
+    # The metadata stays last; every other file is recorded with its hash and size.
+    assert names[-2:] == ["torchplug-0.1.0.dist-info/METADATA", "torchplug-0.1.0.dist-info/RECORD"]
+    assert record[-1] == "torchplug-0.1.0.dist-info/RECORD,,"
+    for line in record[:-1]:
+        name, digest, size = line.split(",")
+        data = contents[name]
+        expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert (digest, int(size)) == (f"sha256={expected}", len(data)), name
+    assert {line.split(",")[0] for line in record} == set(names)
+
+
+def test_builds_that_differ_outside_their_torch_folders_are_not_merged(tmp_path: Path) -> None:
+    wheel = fake_core_wheel(tmp_path / "base.whl", ["2.15"])
+    other = fake_core_wheel(tmp_path / "old.whl", ["2.14"], extra="torchplug/stray.py")
+    with pytest.raises(SystemExit, match=r"differ outside their torch builds.*stray\.py"):
+        release.merge_torch_build(wheel, other)
+
+
 # -- the release build -------------------------------------------------------
 
 
@@ -191,7 +242,9 @@ def test_release_files_are_publishable(release_dist: Path) -> None:
         metadata = archive.read("torchplug-0.1.0.dist-info/METADATA").decode()
         assert not [n for n in archive.namelist() if ".libs/" in n]  # nothing grafted
     assert "Requires-Python: >=3.11" in metadata
-    assert "Requires-Dist: torch<2.16,>=2.15.0" in metadata
+    assert "Requires-Dist: torch<2.16,>=2.14" in metadata
+    # One wheel for every supported torch: a core build per release.
+    assert release.torch_builds_in(core) == {"2.14", "2.15"}
 
 
 @pytest.mark.slow
@@ -343,7 +396,12 @@ def test_wheels_on_another_cpython(release_dist: Path, tmp_path: Path, version: 
     if interpreter is None:
         pytest.skip(f"CPython {version} is not installed here (uv python find, pyenv)")
     dist = tmp_path / "dist"
-    run(sys.executable, RELEASE, "build", "--only", "torchplug", "--python", version, "--out", dist)
+    # The newest torch's build only: the other releases' builds are the same
+    # code, checked on the session's CPython (test_torch_releases.py).
+    run(
+        sys.executable, RELEASE, "build", "--only", "torchplug", "--python", version,
+        "--torch", release.supported_torch_releases()[-1], "--out", dist,
+    )  # fmt: skip
     tag = f"cp{version.replace('.', '')}"
     core = next(dist.glob(f"torchplug-0.1.0-{tag}-{tag}-*manylinux_2_28_x86_64.whl"))
     python = clean_venv(tmp_path / "venv", interpreter)

@@ -29,10 +29,11 @@ cmake -S core -B "$build" -G Ninja \
   -DCMAKE_CXX_FLAGS="$sanitizers" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$build" --parallel 2
-# The core loads its default driver from drivers/ beside _C, as in a wheel:
-# the sanitized simulator, so the driver's code is checked too.
-mkdir -p "$build/drivers"
-ln -sf ../libtorchplug_simulator.so "$build/drivers/libtorchplug_simulator.so"
+# Laid out as in a wheel: the core loads its default driver (the sanitized
+# simulator, so the driver's code is checked too) and its device kernels from
+# the package folder, the parent of the torch-<release>/ folder of _C.
+cmake --install "$build" --prefix "$build/package" >/dev/null
+modules="$(echo "$build"/package/torch-*)"
 
 if [ "$#" -eq 0 ]; then
   set -- core/tests/test_runtime_native.py core/tests/test_memory.py core/tests/test_streams.py \
@@ -40,7 +41,7 @@ if [ "$#" -eq 0 ]; then
     tests/test_user_mistakes.py
 fi
 
-export SANITIZED_TORCHPLUG_BUILD="$build"
+export SANITIZED_TORCHPLUG_BUILD="$modules"
 export TORCHPLUG_RUNTIME_TEST_CXXFLAGS="$sanitizers"
 export PYTHONPATH="$root/tools/asan${PYTHONPATH:+:$PYTHONPATH}"
 export LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)"

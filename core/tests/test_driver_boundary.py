@@ -9,7 +9,7 @@ doctor``, first use), and never breaks ``import torch``.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
 import json
 import os
 import shutil
@@ -26,11 +26,13 @@ HERE = Path(__file__).resolve().parent
 
 
 def _native(name: str) -> Path:
-    """The installed native module torchplug.``name`` (an editable install keeps it
-    apart from the Python sources)."""
-    spec = importlib.util.find_spec(f"torchplug.{name}")
+    """The file of the native module torchplug.``name`` built for the running torch."""
+    from torchplug import torch_builds
+
+    spec = importlib.machinery.PathFinder.find_spec(name, [str(torch_builds.build_folder())])
     assert spec is not None, f"torchplug.{name} is not installed"
     assert spec.origin is not None, f"torchplug.{name} is not installed"
+    assert spec.origin.endswith(".so"), spec.origin
     return Path(spec.origin)
 
 

@@ -2,7 +2,8 @@
 
 Put on PYTHONPATH by the script, so every interpreter it starts, children
 included, imports ``torchplug._C`` and ``torchplug._distributed`` from
-``SANITIZED_TORCHPLUG_BUILD`` instead of the workspace's editable install, whose
+``SANITIZED_TORCHPLUG_BUILD`` (the sanitizer build's torch-<release>/ folder)
+instead of the workspace's editable install, whose
 finder this one goes ahead of. (The variable's name does not start with
 TORCHPLUG_: the tests' child processes drop those.)
 """

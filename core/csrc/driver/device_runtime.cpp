@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 
 #include "driver/call_args.h"
@@ -41,9 +42,8 @@ std::string core_folder() {
   if (dladdr(reinterpret_cast<const void*>(&core_folder), &info) == 0 || info.dli_fname == nullptr) {
     return ".";
   }
-  std::string module(info.dli_fname);
-  const size_t slash = module.rfind('/');
-  return slash == std::string::npos ? std::string(".") : module.substr(0, slash);
+  // The module's folder's parent.
+  return std::filesystem::absolute(info.dli_fname).parent_path().parent_path().string();
 }
 
 std::string default_driver_path() { return core_folder() + "/drivers/libtorchplug_simulator.so"; }

@@ -33,8 +33,10 @@ struct MemoryStats {
   int64_t failed_allocations = 0;
 };
 
-// The folder of the core's module (the torchplug package), where what ships
-// with it is found.
+// The torchplug package's folder, where what ships with the core and serves
+// every torch release (drivers, device kernels) is found: the parent of the
+// folder of the core's module, which is built per torch release
+// (torchplug/torch-<major>.<minor>/, see torchplug/torch_builds.py).
 std::string core_folder();
 
 // The library the core loads when a backend names no driver: the simulator,

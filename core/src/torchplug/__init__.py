@@ -8,7 +8,6 @@ build with :func:`check_build`, and read outcomes with :func:`statuses` and
 :func:`explain`.
 """
 
-import importlib.util
 from pathlib import Path
 
 from torchplug import activation as _activation  # noqa: F401 - installs Backend.autoload's activation
@@ -60,11 +59,12 @@ def get_cmake_dir() -> str:
 
 
 def _bundled_file(folder: str, file_name: str) -> str:
-    # find_spec locates the native module without loading it (and torch with it).
-    spec = importlib.util.find_spec("torchplug._C")
-    if spec is None or spec.origin is None:
-        raise BackendLoadError("torchplug's native core is not installed: reinstall torchplug.")
-    return str(Path(spec.origin).parent / folder / file_name)
+    # Shipped beside the Python sources, or in an editable install beside the
+    # installed native builds (the package's other path entry).
+    for root in map(Path, __path__):
+        if (root / folder).is_dir():
+            return str(root / folder / file_name)
+    raise BackendLoadError("torchplug's native core is not installed: reinstall torchplug.")
 
 
 def _bundled_driver(file_name: str) -> str:

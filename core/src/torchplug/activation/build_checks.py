@@ -13,7 +13,9 @@ def check_torch_version(package: str = "torchplug", built_for: str | None = None
 
     ``built_for`` is the torch version the package's extension was built
     against (its ``_build_info.TORCH_VERSION``, which CMake's
-    ``torchplug_install_build_info`` writes); by default, the core's own.
+    ``torchplug_install_build_info`` writes); by default, the core's build for
+    the running torch's minor release, which must be installed
+    (torchplug.torch_builds).
     """
     import torch
 
