@@ -99,7 +99,9 @@ def test_the_core_loads_its_build_for_the_torch_and_backends_autoload(
         "foo": [3.0, 3.0],
         "hpu": 6.0,
     }
-    doctor = run(python.parent / "torchplug", "doctor", "--json", cwd=tmp_path, env=user_environment())
+    doctor = run(
+        python.parent / "torchplug", "doctor", "--json", cwd=tmp_path, env=user_environment()
+    )
     statuses = {b["device"]: b["status"] for b in json.loads(doctor)["backends"]}
     assert statuses == {"foo": "active", "hpu": "active", "npu": "inactive"}
 
