@@ -20,6 +20,7 @@ import time
 import tomllib
 import urllib.request
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,10 @@ def test_new_writes_a_complete_project(tmp_path: Path) -> None:
     pyproject = tomllib.loads((project / "pyproject.toml").read_text())
     assert pyproject["project"]["entry-points"]["torchplug.privateuse1"] == {"bar": "torch_bar"}
     assert any(r.startswith("torchplug>=") for r in pyproject["project"]["dependencies"])
+    # Built once on torch's stable ABI: every torch the core supports, at build and run time.
+    core_torch = next(r for r in metadata.requires("torchplug") if r.startswith("torch<"))
+    assert core_torch in pyproject["project"]["dependencies"]
+    assert core_torch in pyproject["build-system"]["requires"]
     with pytest.raises(ValueError, match="already exists"):
         scaffold.create("bar", project)
     with_driver = scaffold.create("bar", tmp_path / "with_driver", driver=True)

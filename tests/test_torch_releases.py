@@ -73,6 +73,13 @@ print("npu operators ran on torch", torch.__version__)
 """
 
 
+def run_script(python: Path, code: str, cwd: Path, **env: str) -> str:
+    """What ``code`` prints, run as a script by ``python`` in a user's environment."""
+    script = cwd / "script.py"
+    script.write_text(code)
+    return run(python, script, cwd=cwd, env=user_environment(**env))
+
+
 @pytest.fixture(scope="module", params=TORCH_RELEASES)
 def user_venv(
     request: pytest.FixtureRequest, release_dist: Path, tmp_path_factory: pytest.TempPathFactory
@@ -89,9 +96,7 @@ def test_the_core_loads_its_build_for_the_torch_and_backends_autoload(
     user_venv: tuple[str, Path], tmp_path: Path
 ) -> None:
     torch_release, python = user_venv
-    script = tmp_path / "autoload.py"
-    script.write_text(AUTOLOAD)
-    report = json.loads(run(python, script, cwd=tmp_path, env=user_environment()))
+    report = json.loads(run_script(python, AUTOLOAD, tmp_path))
     minor = ".".join(torch_release.split(".")[:2])
     assert report == {
         "torch": torch_release,
@@ -110,9 +115,7 @@ def test_vendor_operators_built_once_run_on_the_npu_device(
     user_venv: tuple[str, Path], tmp_path: Path
 ) -> None:
     torch_release, python = user_venv
-    script = tmp_path / "npu.py"
-    script.write_text(NPU_OPERATORS)
-    out = run(python, script, cwd=tmp_path, env=user_environment(TORCHPLUG_PRIVATEUSE1="npu"))
+    out = run_script(python, NPU_OPERATORS, tmp_path, TORCHPLUG_PRIVATEUSE1="npu")
     assert f"npu operators ran on torch {torch_release}" in out
 
 

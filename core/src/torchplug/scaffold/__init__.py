@@ -4,8 +4,9 @@ The project (templates/ here) holds a Backend declaration on PrivateUse1, one
 C++ operator built with torchplug's CMake package, the known conformance
 failures every torchplug device shares, tests and a README. With ``--driver``
 it also holds a device driver (templates/driver/: a C library implementing
-``torchplug/driver.h``) that the Backend names. It requires the torch minor
-release and the torchplug release line running ``torchplug new``.
+``torchplug/driver.h``) that the Backend names. It requires the torch
+releases the running torchplug supports (its kernel is built once, on torch's
+stable ABI) and the running torchplug's release line.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import keyword
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from importlib import metadata, resources
@@ -111,18 +113,26 @@ def driver_values(driver: bool) -> dict[str, str]:
 
 
 def requirements() -> dict[str, str]:
-    """The version ranges the new project builds and runs with: the running
-    torch's minor release and the running torchplug's release line."""
-    torch_version = metadata.version("torch").split("+")[0]
-    major, minor = (int(part) for part in torch_version.split(".")[:2])
+    """The version ranges the new project builds and runs with: the torch
+    releases the running torchplug supports (the project's kernel is built on
+    torch's stable ABI, so one build serves them all) and torchplug's release line."""
     core = metadata.version("torchplug")
     core_major, core_minor = (int(part) for part in core.split(".")[:2])
     core_next = f"{core_major}.{core_minor + 1}" if core_major == 0 else f"{core_major + 1}.0"
     return {
-        "__TORCH_SPEC__": f"torch>={major}.{minor}.0,<{major}.{minor + 1}",
+        "__TORCH_SPEC__": supported_torch(),
         "__TORCHPLUG_SPEC__": f"torchplug>={core},<{core_next}",
         "__TESTING_SPEC__": f"torchplug-testing>={core},<{core_next}",
     }
+
+
+def supported_torch() -> str:
+    """torchplug's own requirement on torch (``torch>=2.14,<2.16``)."""
+    for requirement in metadata.requires("torchplug") or []:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+        if name and name.group(0).lower() == "torch" and ";" not in requirement:
+            return requirement.replace(" ", "")
+    raise RuntimeError("the installed torchplug declares no requirement on torch: reinstall it")
 
 
 def _walk(folder: Traversable, prefix: str) -> Iterator[tuple[str, str]]:
