@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -343,6 +344,15 @@ def test_round_trip_through_a_package_index(release_dist: Path, tmp_path: Path) 
         "torch_vnpu was built against torch's stable ABI for torch 2.16 and later, "
         "but torch 2.15.0 is running" in npu["reason"]
     )
+    # The same library as if built on torch's C++ API, for another torch minor release.
+    build_info.write_text(
+        re.sub(r'TORCH_VERSION = "[^"]*"', 'TORCH_VERSION = "2.14.1"', original).replace(
+            'TORCH_STABLE_ABI = "2.14"\n', ""
+        )
+    )
+    npu = doctor(bin_dir, tmp_path, TORCHPLUG_PRIVATEUSE1="npu")["npu"]
+    assert npu["status"] == "failed"
+    assert "torch_vnpu was built for torch 2.14.1 but torch 2.15.0 is running" in npu["reason"]
     build_info.write_text(original.replace("KERNEL_API_VERSION = 3", "KERNEL_API_VERSION = 99"))
     npu = doctor(bin_dir, tmp_path, TORCHPLUG_PRIVATEUSE1="npu")["npu"]
     assert npu["status"] == "failed"

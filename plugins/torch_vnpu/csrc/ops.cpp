@@ -14,6 +14,7 @@
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Exception.h>
 #include <torch/headeronly/util/Half.h>
+#include <torch/headeronly/util/HeaderOnlyArrayRef.h>
 #include <torchplug/stable/kernel_scope.h>
 
 #include "fused_loops.h"
@@ -110,12 +111,14 @@ Tensor dense(const Tensor& tensor) {
 // the stable C shim's allocation (torch::stable::empty_like goes through the
 // boxed dispatcher).
 Tensor empty_contiguous_like(const Tensor& model) {
-  const int64_t dims = model.dim();
+  // One call for the sizes (model.size(d) is one per dimension).
+  const torch::headeronly::IntHeaderOnlyArrayRef sizes = model.sizes();
+  const auto dims = static_cast<int64_t>(sizes.size());
   // The sizes, then the strides.
   std::vector<int64_t> layout(static_cast<size_t>(2 * dims));
   int64_t stride = 1;
   for (int64_t d = dims - 1; d >= 0; --d) {
-    const int64_t size = model.size(d);
+    const int64_t size = sizes[static_cast<size_t>(d)];
     layout[static_cast<size_t>(d)] = size;
     layout[static_cast<size_t>(dims + d)] = stride;
     stride *= std::max<int64_t>(size, 1);
