@@ -11,6 +11,7 @@ reports every backend active and a conformance slice passes.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.slow
 
 # The oldest and the newest supported release (core/pyproject.toml's range).
 TORCH_RELEASES = ["2.14.1", "2.15.0"]
+DISTRIBUTIONS = ["torchplug", "torch_foo", "vhabana_frameworks", "torch_vnpu", "torchplug-testing"]
 
 AUTOLOAD = """
 import json
@@ -80,15 +82,32 @@ def run_script(python: Path, code: str, cwd: Path, **env: str) -> str:
     return run(python, script, cwd=cwd, env=user_environment(**env))
 
 
+@pytest.fixture(scope="module")
+def local_index(release_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The release build's wheels as a package index on disk (the simple
+    repository API: a page per normalised project name linking its files)."""
+    index = tmp_path_factory.mktemp("index")
+    for wheel in release_dist.glob("*.whl"):
+        project = index / re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+        project.mkdir()  # one wheel per project: the build is for one CPython
+        (project / wheel.name).symlink_to(wheel)
+        (project / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')
+    return index
+
+
 @pytest.fixture(scope="module", params=TORCH_RELEASES)
 def user_venv(
-    request: pytest.FixtureRequest, release_dist: Path, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, local_index: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, Path]:
-    """(torch release, interpreter) of a clean venv holding that torch and every
-    published wheel, installed together by one resolver run as a user's would be."""
+    """(torch release, interpreter) of a clean venv where a user installed that
+    torch and every published distribution by name, ours from the local index
+    (which uv consults before the default one), torch from the default index."""
     torch_release = request.param
     python = clean_venv(tmp_path_factory.mktemp(f"torch-{torch_release}") / "venv")
-    uv_install(python, f"torch=={torch_release}", *release_dist.glob("*.whl"))
+    uv_install(
+        python, "--index", local_index.as_uri(), f"torch=={torch_release}", *DISTRIBUTIONS,
+        cwd=local_index,
+    )  # fmt: skip
     return torch_release, python
 
 
