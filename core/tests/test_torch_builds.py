@@ -50,7 +50,7 @@ def test_installed_builds_are_listed_oldest_first(
 ) -> None:
     make_builds(tmp_path, "2.9", "2.15", "2.14")
     (tmp_path / "torch-notes.txt").write_text("a file, not a build")
-    monkeypatch.setattr(torchplug, "__path__", [str(tmp_path)])
+    monkeypatch.setattr(torch_builds, "package_folders", lambda: [tmp_path])
     assert list(torch_builds.installed_builds()) == ["2.9", "2.14", "2.15"]
 
 
@@ -58,7 +58,7 @@ def test_a_torch_without_a_build_is_refused_naming_both(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_builds(tmp_path, "2.14", "2.15")
-    monkeypatch.setattr(torchplug, "__path__", [str(tmp_path)])
+    monkeypatch.setattr(torch_builds, "package_folders", lambda: [tmp_path])
     monkeypatch.setattr(torch_builds, "running_torch", lambda: "2.16.0")
     with pytest.raises(torchplug.BackendLoadError) as raised:
         torch_builds.build_folder()
@@ -71,7 +71,7 @@ def test_a_torch_without_a_build_is_refused_naming_both(
 def test_an_install_without_any_build_says_to_reinstall(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(torchplug, "__path__", [str(tmp_path)])
+    monkeypatch.setattr(torch_builds, "package_folders", lambda: [tmp_path])
     with pytest.raises(torchplug.BackendLoadError, match="native core is not installed"):
         torch_builds.build_folder()
 
@@ -80,7 +80,7 @@ def test_a_build_folder_missing_a_module_names_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_builds(tmp_path, RUNNING_RELEASE)
-    monkeypatch.setattr(torchplug, "__path__", [str(tmp_path)])
+    monkeypatch.setattr(torch_builds, "package_folders", lambda: [tmp_path])
     monkeypatch.delitem(sys.modules, "torchplug._no_such_module", raising=False)
     with pytest.raises(torchplug.BackendLoadError, match=r"torchplug\._no_such_module is missing"):
         torch_builds.load("_no_such_module")

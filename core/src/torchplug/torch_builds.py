@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import sys
+from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
@@ -28,13 +29,18 @@ def _release_key(release: str) -> tuple[int, ...]:
     return tuple(int(part) for part in release.split("."))
 
 
+def package_folders() -> list[Path]:
+    """The torchplug package's folders (an editable install has two: the
+    sources and the installed build outputs)."""
+    spec = importlib.util.find_spec("torchplug")  # imported already: its spec only
+    return [Path(folder) for folder in (spec.submodule_search_locations or [])]
+
+
 def installed_builds() -> dict[str, Path]:
     """The torch minor releases ("2.15") this install has a build for, oldest
     first, with their folders. Does not import torch."""
-    import torchplug
-
     found: dict[str, Path] = {}
-    for root in map(Path, torchplug.__path__):  # an editable install has two
+    for root in package_folders():
         for folder in root.glob(f"{FOLDER_PREFIX}*"):
             if folder.is_dir():
                 found.setdefault(folder.name[len(FOLDER_PREFIX) :], folder)
@@ -50,8 +56,6 @@ def running_torch() -> str:
 def build_folder() -> Path:
     """The folder of the build for the running torch; BackendLoadError, naming
     the running torch and the releases there are builds for, when there is none."""
-    import torchplug
-
     running = running_torch()
     release = ".".join(running.split(".")[:2])
     builds = installed_builds()
@@ -60,12 +64,12 @@ def build_folder() -> Path:
     if not builds:
         raise BackendLoadError(
             "torchplug's native core is not installed (no torch-<release> folder in "
-            f"{', '.join(torchplug.__path__)}): reinstall torchplug."
+            f"{', '.join(map(str, package_folders()))}): reinstall torchplug."
         )
     supported = ", ".join(builds)
     newest = list(builds)[-1]
     raise BackendLoadError(
-        f"torchplug {torchplug.__version__} has native builds for torch {supported}, but torch {running} "
+        f"torchplug {metadata.version('torchplug')} has native builds for torch {supported}, but torch {running} "
         f"is running; `pip install 'torch=={newest}.*'`, or install a torchplug release "
         f"built for torch {release}."
     )
