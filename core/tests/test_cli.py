@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+from torchplug import torch_builds
+
 
 def python(*args: str) -> subprocess.CompletedProcess[str]:
     """This interpreter run with ``args`` in a child process, its output captured."""
@@ -24,6 +26,7 @@ def test_doctor_table_lists_foo() -> None:
     assert "torch_foo" in out
     assert "active" in out
     assert "current accelerator: foo" in out
+    assert f"(native builds for torch {', '.join(torch_builds.installed_builds())})" in out
     assert "TORCHPLUG_DISABLE" in out
 
 
@@ -35,9 +38,13 @@ def test_doctor_json_is_stable() -> None:
         "settings",
         "privateuse1_owner",
         "current_accelerator",
+        "core_builds",
+        "core_build_for_running_torch",
         "backends",
         "cuda",
     }
+    assert report["core_builds"] == list(torch_builds.installed_builds())
+    assert report["core_build_for_running_torch"] is True
     foo = next(b for b in report["backends"] if b["entry_point"] == "torch_foo")
     assert foo["distribution"] == "torch_foo"
     assert foo["status"] == "active"

@@ -110,6 +110,8 @@ def test_doctor_names_a_torch_the_install_has_no_build_for() -> None:
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = json.loads(completed.stdout.splitlines()[-1])
+    assert report["core_builds"] == [RUNNING_RELEASE]
+    assert report["core_build_for_running_torch"] is False
     foo = next(entry for entry in report["backends"] if entry["device"] == "foo")
     assert foo["status"] == "failed", foo
     assert f"has native builds for torch {RUNNING_RELEASE}" in foo["reason"], foo["reason"]

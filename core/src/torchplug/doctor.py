@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any
 
-from torchplug import cuda_coexistence, settings
+from torchplug import cuda_coexistence, settings, torch_builds
 from torchplug.activation import records
 from torchplug.backend import BackendState
 from torchplug.device_kind import privateuse1_owner
@@ -37,6 +37,10 @@ class Report:
     settings: dict[str, Any]
     privateuse1_owner: str | None
     current_accelerator: str | None
+    # The torch releases the core has a native build for ("2.14", "2.15"),
+    # and whether the running torch is one of them.
+    core_builds: list[str] = field(default_factory=list)
+    core_build_for_running_torch: bool = False
     backends: list[EntryPointReport] = field(default_factory=list)
     cuda: cuda_coexistence.Coexistence | None = None
 
@@ -70,6 +74,9 @@ def collect() -> Report:
         current_accelerator=None if accelerator is None else accelerator.type,
         cuda=cuda_coexistence.assess(privateuse1_owner(owner)),
     )
+    report.core_builds = list(torch_builds.installed_builds())
+    running = ".".join(torch_builds.running_torch().split(".")[:2])
+    report.core_build_for_running_torch = running in report.core_builds
     for ep in sorted(metadata.entry_points(group="torch.backends"), key=lambda e: e.name):
         dist = ep.dist
         dist_name = dist.metadata["Name"] if dist is not None else None
@@ -142,7 +149,9 @@ def render(report: Report) -> str:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
-        f"torch {report.torch_version}, torchplug {report.torchplug_version}",
+        f"torch {report.torch_version}, torchplug {report.torchplug_version} "
+        f"(native builds for torch {', '.join(report.core_builds) or 'none'}"
+        f"{'' if report.core_build_for_running_torch else '; none for the running torch'})",
         f"current accelerator: {report.current_accelerator or 'none'}; "
         f"PrivateUse1 owner: {report.privateuse1_owner or 'unclaimed'}",
         "",
