@@ -16,6 +16,7 @@
 //
 // Build with torchplug_add_extension(... STABLE_ABI ...), which refuses a
 // module that still calls torch's C++ API.
+#include <cstddef>
 #include <functional>
 #include <initializer_list>
 #include <string>
@@ -92,6 +93,15 @@ inline std::string device_name(const Tensor& tensor) {
 // accessible in strict memory mode, the kernel shown by torch.profiler as
 // `name`). Construct it after allocating the outputs and before the loop;
 // a no-op for CPU tensors.
+//
+// The second form takes the device and the operands' data pointers a kernel
+// has already read: each accessor of torch::stable::Tensor is a call into
+// torch, which a kernel over a few elements notices.
+//
+//   const torch::stable::Device device = x.device();
+//   const float* in = x.const_data_ptr<float>();
+//   float* out = y.mutable_data_ptr<float>();
+//   torchplug::stable::KernelScope scope("mylib::scale", device, {in, out});
 class KernelScope {
  public:
   KernelScope(const char* name, const Tensor& on, TensorList tensors) {
@@ -105,11 +115,13 @@ class KernelScope {
         pointers.push_back(tensor.const_data_ptr());
       }
     }
-    const torch::stable::Device device = on.device();
-    char error[512] = {};
-    detail::check(detail::kernel_api().open_launch(name, static_cast<int>(device.type()), device.index(),
-                                                   pointers.data(), pointers.size(), &scope_, error, sizeof error),
-                  error);
+    open(name, on.device(), pointers.data(), pointers.size());
+  }
+
+  KernelScope(const char* name, const torch::stable::Device& device, std::initializer_list<const void*> memory) {
+    if (device.type() != torch::headeronly::DeviceType::CPU) {
+      open(name, device, memory.begin(), memory.size());
+    }
   }
 
   ~KernelScope() {
@@ -122,6 +134,13 @@ class KernelScope {
   KernelScope& operator=(const KernelScope&) = delete;
 
  private:
+  void open(const char* name, const torch::stable::Device& device, const void* const* memory, size_t count) {
+    char error[512] = {};
+    detail::check(detail::kernel_api().open_launch(name, static_cast<int>(device.type()), device.index(), memory,
+                                                   count, &scope_, error, sizeof error),
+                  error);
+  }
+
   void* scope_ = nullptr;
 };
 
