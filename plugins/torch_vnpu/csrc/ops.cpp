@@ -179,19 +179,24 @@ std::pair<int64_t, int64_t> rows_and_columns(const Tensor& x) {
   return {columns == 0 ? 0 : x.numel() / columns, columns};
 }
 
+// y = fast_gelu(x) for contiguous x and y of x's facts, as the kernel `name`.
+void run_fast_gelu(const char* name, const Facts& facts, const Tensor& x, const Tensor& y) {
+  const void* in = x.const_data_ptr();
+  void* out = y.mutable_data_ptr();
+  const torchplug::stable::KernelScope scope(name, facts.device, {in, out});
+  with_floating_type(facts.type, [&](auto element) {
+    using T = decltype(element);
+    fast_gelu_loop(static_cast<const T*>(in), static_cast<T*>(out), x.numel());
+  });
+}
+
 }  // namespace
 
 Tensor fast_gelu(const Tensor& self) {
   const Facts facts = check_floating("fast_gelu", "input", self);
   const Tensor x = dense(self);
   Tensor y = empty_contiguous_like(x, facts);
-  const void* in = x.const_data_ptr();
-  void* out = y.mutable_data_ptr();
-  const torchplug::stable::KernelScope scope("npu::fast_gelu", facts.device, {in, out});
-  with_floating_type(facts.type, [&](auto element) {
-    using T = decltype(element);
-    fast_gelu_loop(static_cast<const T*>(in), static_cast<T*>(out), x.numel());
-  });
+  run_fast_gelu("npu::fast_gelu", facts, x, y);
   return y;
 }
 
@@ -209,15 +214,7 @@ Tensor fast_gelu_out(const Tensor& self, Tensor out) {
   const Tensor x = dense(self);
   const bool direct = out.is_contiguous();
   Tensor y = direct ? out : empty_contiguous_like(x, facts);
-  {
-    const void* in = x.const_data_ptr();
-    void* result = y.mutable_data_ptr();
-    const torchplug::stable::KernelScope scope("npu::fast_gelu.out", facts.device, {in, result});
-    with_floating_type(facts.type, [&](auto element) {
-      using T = decltype(element);
-      fast_gelu_loop(static_cast<const T*>(in), static_cast<T*>(result), x.numel());
-    });
-  }
+  run_fast_gelu("npu::fast_gelu.out", facts, x, y);
   if (!direct) {
     torch::stable::copy_(out, y);
   }
