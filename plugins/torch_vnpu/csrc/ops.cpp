@@ -24,64 +24,31 @@ namespace {
 
 using torch::headeronly::ScalarType;
 
-bool same_shape(const Tensor& a, const Tensor& b) {
-  if (a.dim() != b.dim()) {
-    return false;
-  }
-  for (int64_t d = 0; d < a.dim(); ++d) {
-    if (a.size(d) != b.size(d)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::string shape_of(const Tensor& tensor) {
-  std::ostringstream text;
-  text << "[";
-  for (int64_t d = 0; d < tensor.dim(); ++d) {
-    text << (d > 0 ? ", " : "") << tensor.size(d);
-  }
-  text << "]";
-  return text.str();
-}
-
-// What the checks and the launch read of an operand, each read once: every
-// accessor of torch::stable::Tensor is a call into torch, which a kernel over
-// a few elements notices.
+// What the checks, the allocation and the launch read of an operand, each
+// read once.
 struct Facts {
   int32_t dtype;  // the C shim's code for `type`
   ScalarType type;
+  int32_t device_type;  // the C shim's code for `device`'s type
   torch::stable::Device device;
 };
 
-// The element type the C shim's dtype `code` names. Tensor::scalar_type()
-// asks torch for the code of each type in turn until one matches (seven
-// calls for float32); the floating types' codes are asked once here.
-ScalarType element_type(int32_t code) {
-  static const int32_t float32 = aoti_torch_dtype_float32();
-  static const int32_t float64 = aoti_torch_dtype_float64();
-  static const int32_t float16 = aoti_torch_dtype_float16();
-  static const int32_t bfloat16 = aoti_torch_dtype_bfloat16();
-  if (code == float32) {
-    return ScalarType::Float;
-  }
-  if (code == float64) {
-    return ScalarType::Double;
-  }
-  if (code == float16) {
-    return ScalarType::Half;
-  }
-  if (code == bfloat16) {
-    return ScalarType::BFloat16;
-  }
-  return torch::stable::detail::to<ScalarType>(torch::stable::detail::from(code));
+Facts facts_of(const TensorHandle& tensor) {
+  const int32_t dtype = tensor.dtype();
+  const int32_t device_type = tensor.device_type();
+  return {dtype, element_type(dtype), device_type,
+          torch::stable::Device(device_type_of(device_type), tensor.device_index())};
 }
 
-Facts facts_of(const Tensor& tensor) {
-  int32_t dtype = 0;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(tensor.get(), &dtype));
-  return {dtype, element_type(dtype), tensor.device()};
+std::string shape_of(const TensorHandle& tensor) {
+  std::ostringstream text;
+  text << "[";
+  const torch::headeronly::IntHeaderOnlyArrayRef sizes = tensor.sizes();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    text << (d > 0 ? ", " : "") << sizes[d];
+  }
+  text << "]";
+  return text.str();
 }
 
 bool floating(ScalarType type) {
@@ -105,7 +72,7 @@ void with_floating_type(ScalarType type, Body&& body) {
 }
 
 // The facts of the input `name` (a floating-point tensor).
-Facts check_floating(const char* op, const char* name, const Tensor& tensor) {
+Facts check_floating(const char* op, const char* name, const TensorHandle& tensor) {
   const Facts facts = facts_of(tensor);
   STD_TORCH_CHECK(floating(facts.type), "npu::", op, ": ", name,
                   " must be a floating-point tensor (float32, float64, float16 or bfloat16), got ",
@@ -114,48 +81,52 @@ Facts check_floating(const char* op, const char* name, const Tensor& tensor) {
 }
 
 // `other` has the device and dtype of `first`, whose facts are `expected`.
-void check_same(const char* op, const Tensor& first, const Facts& expected, const char* first_name,
-                const Tensor& other, const char* other_name) {
+void check_same(const char* op, const TensorHandle& first, const Facts& expected, const char* first_name,
+                const TensorHandle& other, const char* other_name) {
   const Facts facts = facts_of(other);
   STD_TORCH_CHECK(facts.device == expected.device, "npu::", op, ": expected ", other_name, " on ",
-                  torchplug::stable::device_name(first), " like ", first_name, ", but it is on ",
-                  torchplug::stable::device_name(other), "; move it with .to(", first_name, ".device).");
+                  torchplug::stable::device_name(first.tensor()), " like ", first_name, ", but it is on ",
+                  torchplug::stable::device_name(other.tensor()), "; move it with .to(", first_name, ".device).");
   STD_TORCH_CHECK(facts.type == expected.type, "npu::", op, ": ", other_name, " has dtype ",
                   torch::headeronly::toString(facts.type), " but ", first_name, " has ",
                   torch::headeronly::toString(expected.type), "; cast one of them.");
 }
 
 // A backward's incoming gradient: the input's device, dtype and shape.
-void check_grad(const char* op, const Tensor& grad, const Tensor& self, const Facts& facts) {
+void check_grad(const char* op, const TensorHandle& grad, const TensorHandle& self, const Facts& facts) {
   check_same(op, self, facts, "input", grad, "grad");
-  STD_TORCH_CHECK(same_shape(grad, self), "npu::", op, ": grad has shape ", shape_of(grad),
+  STD_TORCH_CHECK(grad.sizes().equals(self.sizes()), "npu::", op, ": grad has shape ", shape_of(grad),
                   " but the input has ", shape_of(self), ".");
 }
 
 // The input's facts.
-Facts check_rms_norm_arguments(const char* op, const Tensor& self, const Tensor& weight, double eps) {
+Facts check_rms_norm_arguments(const char* op, const TensorHandle& self, const TensorHandle& weight, double eps) {
   const Facts facts = check_floating(op, "input", self);
   check_same(op, self, facts, "input", weight, "weight");
-  STD_TORCH_CHECK(self.dim() >= 1, "npu::", op, ": input must have at least one dimension.");
-  STD_TORCH_CHECK(weight.dim() == 1 && weight.size(0) == self.size(-1), "npu::", op,
-                  ": weight must be 1-D with as many elements as the input's last dimension (", self.size(-1),
+  const torch::headeronly::IntHeaderOnlyArrayRef sizes = self.sizes();
+  STD_TORCH_CHECK(!sizes.empty(), "npu::", op, ": input must have at least one dimension.");
+  const int64_t columns = sizes.back();
+  const torch::headeronly::IntHeaderOnlyArrayRef weight_sizes = weight.sizes();
+  STD_TORCH_CHECK(weight_sizes.size() == 1 && weight_sizes[0] == columns, "npu::", op,
+                  ": weight must be 1-D with as many elements as the input's last dimension (", columns,
                   "), got shape ", shape_of(weight), ".");
   STD_TORCH_CHECK(eps >= 0, "npu::", op, ": eps must be non-negative, got ", eps, ".");
   return facts;
 }
 
-// `tensor` itself when it is contiguous: torch::stable::contiguous is a
-// boxed dispatcher call even then, which a 4-element kernel would pay twice over.
-Tensor dense(const Tensor& tensor) {
-  return tensor.is_contiguous() ? tensor : torch::stable::contiguous(tensor);
+// `tensor` itself when it is contiguous (torch::stable::contiguous is a
+// boxed dispatcher call by name even then).
+TensorHandle dense(TensorHandle tensor) {
+  if (tensor.is_contiguous()) {
+    return tensor;
+  }
+  return TensorHandle(torch::stable::contiguous(tensor.tensor()));
 }
 
-// A new contiguous tensor of `model`'s sizes, element type and device (its
-// `facts`), from the stable C shim's allocation (torch::stable::empty_like
-// goes through the boxed dispatcher).
-Tensor empty_contiguous_like(const Tensor& model, const Facts& facts) {
-  // One call for the sizes (model.size(d) is one per dimension).
-  const torch::headeronly::IntHeaderOnlyArrayRef sizes = model.sizes();
+// A new contiguous tensor of `sizes` and of the element type and device of
+// `facts`, from the C shim's allocation (torch::stable::empty_like goes
+// through the boxed dispatcher).
+TensorHandle empty_contiguous(torch::headeronly::IntHeaderOnlyArrayRef sizes, const Facts& facts) {
   const auto dims = static_cast<int64_t>(sizes.size());
   // The sizes, then the strides.
   std::vector<int64_t> layout(static_cast<size_t>(2 * dims));
@@ -167,22 +138,29 @@ Tensor empty_contiguous_like(const Tensor& model, const Facts& facts) {
     stride *= std::max<int64_t>(size, 1);
   }
   AtenTensorHandle allocated = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
-      dims, layout.data(), layout.data() + dims, facts.dtype,
-      static_cast<int32_t>(facts.device.type()), facts.device.index(), &allocated));
-  return Tensor(allocated);
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(dims, layout.data(), layout.data() + dims, facts.dtype,
+                                                         facts.device_type, facts.device.index(), &allocated));
+  return TensorHandle(allocated);
 }
 
-// The rows and columns of a normalisation over the last dimension.
-std::pair<int64_t, int64_t> rows_and_columns(const Tensor& x) {
-  const int64_t columns = x.size(-1);
-  return {columns == 0 ? 0 : x.numel() / columns, columns};
+TensorHandle empty_contiguous_like(const TensorHandle& model, const Facts& facts) {
+  return empty_contiguous(model.sizes(), facts);
+}
+
+// The rows and columns of a normalisation over the last dimension of a
+// tensor of `sizes` (at least one).
+std::pair<int64_t, int64_t> rows_and_columns(torch::headeronly::IntHeaderOnlyArrayRef sizes) {
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < sizes.size(); ++d) {
+    rows *= sizes[d];
+  }
+  return {rows, sizes.back()};
 }
 
 // y = fast_gelu(x) for contiguous x and y of x's facts, as the kernel `name`.
-void run_fast_gelu(const char* name, const Facts& facts, const Tensor& x, const Tensor& y) {
-  const void* in = x.const_data_ptr();
-  void* out = y.mutable_data_ptr();
+void run_fast_gelu(const char* name, const Facts& facts, const TensorHandle& x, const TensorHandle& y) {
+  const void* in = x.data();
+  void* out = y.data();
   const torchplug::stable::KernelScope scope(name, facts.device, {in, out});
   with_floating_type(facts.type, [&](auto element) {
     using T = decltype(element);
@@ -192,44 +170,43 @@ void run_fast_gelu(const char* name, const Facts& facts, const Tensor& x, const 
 
 }  // namespace
 
-Tensor fast_gelu(const Tensor& self) {
+TensorHandle fast_gelu(TensorHandle self) {
   const Facts facts = check_floating("fast_gelu", "input", self);
-  const Tensor x = dense(self);
-  Tensor y = empty_contiguous_like(x, facts);
+  const TensorHandle x = dense(std::move(self));
+  TensorHandle y = empty_contiguous_like(x, facts);
   run_fast_gelu("npu::fast_gelu", facts, x, y);
   return y;
 }
 
-Tensor fast_gelu_out(const Tensor& self, Tensor out) {
+TensorHandle fast_gelu_out(TensorHandle self, TensorHandle out) {
   const Facts facts = check_floating("fast_gelu.out", "input", self);
   check_same("fast_gelu.out", self, facts, "input", out, "out");
-  std::vector<int64_t> sizes;
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    sizes.push_back(self.size(d));
-  }
-  torchplug::stable::resize_output(out, sizes);
-  torchplug::stable::check_no_overlap(/*inputs=*/{self}, /*outputs=*/{out});
+  torch::stable::Tensor out_tensor = out.tensor();
+  torchplug::stable::resize_output(out_tensor, self.sizes());
+  const torch::stable::Tensor self_tensor = self.tensor();
+  torchplug::stable::check_no_overlap(/*inputs=*/{self_tensor}, /*outputs=*/{out_tensor});
   // A strided out= tensor takes the result through a contiguous buffer, as
   // CUDA's out= kernels do.
-  const Tensor x = dense(self);
-  const bool direct = out.is_contiguous();
-  Tensor y = direct ? out : empty_contiguous_like(x, facts);
-  run_fast_gelu("npu::fast_gelu.out", facts, x, y);
-  if (!direct) {
-    torch::stable::copy_(out, y);
+  const TensorHandle x = dense(std::move(self));
+  if (out.is_contiguous()) {
+    run_fast_gelu("npu::fast_gelu.out", facts, x, out);
+  } else {
+    const TensorHandle y = empty_contiguous_like(x, facts);
+    run_fast_gelu("npu::fast_gelu.out", facts, x, y);
+    torch::stable::copy_(out_tensor, y.tensor());
   }
   return out;
 }
 
-Tensor fast_gelu_backward(const Tensor& grad, const Tensor& self) {
+TensorHandle fast_gelu_backward(TensorHandle grad, TensorHandle self) {
   const Facts facts = check_floating("fast_gelu_backward", "input", self);
   check_grad("fast_gelu_backward", grad, self, facts);
-  const Tensor x = dense(self);
-  const Tensor g = dense(grad);
-  Tensor grad_x = empty_contiguous_like(x, facts);
-  const void* in = x.const_data_ptr();
-  const void* incoming = g.const_data_ptr();
-  void* out = grad_x.mutable_data_ptr();
+  const TensorHandle x = dense(std::move(self));
+  const TensorHandle g = dense(std::move(grad));
+  TensorHandle grad_x = empty_contiguous_like(x, facts);
+  const void* in = x.data();
+  const void* incoming = g.data();
+  void* out = grad_x.data();
   const torchplug::stable::KernelScope scope("npu::fast_gelu_backward", facts.device, {incoming, in, out});
   with_floating_type(facts.type, [&](auto element) {
     using T = decltype(element);
@@ -239,15 +216,16 @@ Tensor fast_gelu_backward(const Tensor& grad, const Tensor& self) {
   return grad_x;
 }
 
-Tensor rms_norm(const Tensor& self, const Tensor& weight, double eps) {
+TensorHandle rms_norm(TensorHandle self, TensorHandle weight, double eps) {
   const Facts facts = check_rms_norm_arguments("rms_norm", self, weight, eps);
-  const Tensor x = dense(self);
-  const Tensor w = dense(weight);
-  Tensor y = empty_contiguous_like(x, facts);
-  const auto [rows, columns] = rows_and_columns(x);
-  const void* in = x.const_data_ptr();
-  const void* scale = w.const_data_ptr();
-  void* out = y.mutable_data_ptr();
+  const TensorHandle x = dense(std::move(self));
+  const TensorHandle w = dense(std::move(weight));
+  const torch::headeronly::IntHeaderOnlyArrayRef sizes = x.sizes();
+  TensorHandle y = empty_contiguous(sizes, facts);
+  const auto [rows, columns] = rows_and_columns(sizes);
+  const void* in = x.data();
+  const void* scale = w.data();
+  void* out = y.data();
   const torchplug::stable::KernelScope scope("npu::rms_norm", facts.device, {in, scale, out});
   with_floating_type(facts.type, [&](auto element) {
     using T = decltype(element);
@@ -257,21 +235,22 @@ Tensor rms_norm(const Tensor& self, const Tensor& weight, double eps) {
   return y;
 }
 
-std::tuple<Tensor, Tensor> rms_norm_backward(const Tensor& grad, const Tensor& self, const Tensor& weight,
-                                             double eps) {
+std::tuple<TensorHandle, TensorHandle> rms_norm_backward(TensorHandle grad, TensorHandle self, TensorHandle weight,
+                                                         double eps) {
   const Facts facts = check_rms_norm_arguments("rms_norm_backward", self, weight, eps);
   check_grad("rms_norm_backward", grad, self, facts);
-  const Tensor x = dense(self);
-  const Tensor w = dense(weight);
-  const Tensor g = dense(grad);
-  Tensor grad_x = empty_contiguous_like(x, facts);
-  Tensor grad_weight = empty_contiguous_like(w, facts);
-  const auto [rows, columns] = rows_and_columns(x);
-  const void* incoming = g.const_data_ptr();
-  const void* in = x.const_data_ptr();
-  const void* scale = w.const_data_ptr();
-  void* out = grad_x.mutable_data_ptr();
-  void* scale_out = grad_weight.mutable_data_ptr();
+  const TensorHandle x = dense(std::move(self));
+  const TensorHandle w = dense(std::move(weight));
+  const TensorHandle g = dense(std::move(grad));
+  const torch::headeronly::IntHeaderOnlyArrayRef sizes = x.sizes();
+  TensorHandle grad_x = empty_contiguous(sizes, facts);
+  TensorHandle grad_weight = empty_contiguous_like(w, facts);
+  const auto [rows, columns] = rows_and_columns(sizes);
+  const void* incoming = g.data();
+  const void* in = x.data();
+  const void* scale = w.data();
+  void* out = grad_x.data();
+  void* scale_out = grad_weight.data();
   const torchplug::stable::KernelScope scope("npu::rms_norm_backward", facts.device,
                                              {incoming, in, scale, out, scale_out});
   with_floating_type(facts.type, [&](auto element) {
@@ -279,7 +258,7 @@ std::tuple<Tensor, Tensor> rms_norm_backward(const Tensor& grad, const Tensor& s
     rms_norm_backward_loop(static_cast<const T*>(incoming), static_cast<const T*>(in), static_cast<const T*>(scale),
                            static_cast<T*>(out), static_cast<T*>(scale_out), rows, columns, eps);
   });
-  return {grad_x, grad_weight};
+  return {std::move(grad_x), std::move(grad_weight)};
 }
 
 }  // namespace torch_vnpu

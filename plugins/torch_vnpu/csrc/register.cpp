@@ -4,6 +4,7 @@
 // registered from Python (torch_vnpu/_ops.py), next to the wrappers users call.
 #include <torch/csrc/stable/library.h>
 
+#include "boxing.h"
 #include "ops.h"
 
 STABLE_TORCH_LIBRARY(npu, m) {
@@ -18,11 +19,11 @@ namespace {
 
 // The same kernels serve CPU and npu tensors.
 void register_kernels(torch::stable::detail::StableLibrary& m) {
-  m.impl("fast_gelu", TORCH_BOX(&torch_vnpu::fast_gelu));
-  m.impl("fast_gelu.out", TORCH_BOX(&torch_vnpu::fast_gelu_out));
-  m.impl("fast_gelu_backward", TORCH_BOX(&torch_vnpu::fast_gelu_backward));
-  m.impl("rms_norm", TORCH_BOX(&torch_vnpu::rms_norm));
-  m.impl("rms_norm_backward", TORCH_BOX(&torch_vnpu::rms_norm_backward));
+  m.impl("fast_gelu", torch_vnpu::boxed<&torch_vnpu::fast_gelu>);
+  m.impl("fast_gelu.out", torch_vnpu::boxed<&torch_vnpu::fast_gelu_out>);
+  m.impl("fast_gelu_backward", torch_vnpu::boxed<&torch_vnpu::fast_gelu_backward>);
+  m.impl("rms_norm", torch_vnpu::boxed<&torch_vnpu::rms_norm>);
+  m.impl("rms_norm_backward", torch_vnpu::boxed<&torch_vnpu::rms_norm_backward>);
 }
 
 }  // namespace
