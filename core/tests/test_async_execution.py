@@ -158,6 +158,38 @@ def test_sync_debug_mode_flags_host_waits_not_launches(device: str) -> None:
         torch.foo.set_sync_debug_mode(0)
 
 
+def test_host_synchronizations_counts_each_wait_by_its_cause(device: str) -> None:
+    a, b = _operands(device)
+    pinned = torch.ones(512, 512).pin_memory()
+    torch.foo.synchronize()
+    torchplug.runtime.reset_host_synchronizations(device)
+    torch.foo._sleep(LONG_MS)
+    product = (a @ b).add_(pinned.to(device, non_blocking=True))  # queued: no wait
+    assert torchplug.runtime.host_synchronizations(device) == (0, 0)
+    product.nonzero()  # its size depends on the data: it waits for the queued kernels
+    assert torchplug.runtime.host_synchronizations(device) == (0, 1)
+    product.sum().item()  # the program reads a result
+    product.cpu()
+    assert torchplug.runtime.host_synchronizations(device) == (2, 1)
+    assert torchplug.runtime.host_synchronizations("hpu") == (0, 0)  # per device type
+    torchplug.runtime.reset_host_synchronizations(device)
+    assert torchplug.runtime.host_synchronizations(device) == (0, 0)
+
+
+def test_sync_debug_mode_names_an_operator_that_waited_for_queued_work(device: str) -> None:
+    a, b = _operands(device)
+    torch.foo._sleep(LONG_MS)
+    product = a @ b
+    torch.foo.set_sync_debug_mode("warn")
+    try:
+        with pytest.warns(
+            UserWarning, match=r"aten::nonzero on foo:0: it runs on the host and waited"
+        ):
+            product.nonzero()
+    finally:
+        torch.foo.set_sync_debug_mode("default")
+
+
 def test_profiler_shows_kernels_of_two_streams_overlapping(device: str, tmp_path: Path) -> None:
     big = torch.randn(1024, 1024, device=device)
     side = torch.foo.Stream()

@@ -104,8 +104,9 @@ void set_current_stream(c10::Stream stream);
 driver::Stream& runtime_stream(c10::Stream stream);
 
 // Host-executed kernels run "on" the current stream: wait for work queued
-// there (async copies, event waits) so stream order holds.
-void wait_for_current_stream(c10::Device device);
+// there (async copies, event waits) so stream order holds. True when there
+// was work to wait for.
+bool wait_for_current_stream(c10::Device device);
 
 // Raises the error a queued kernel raised on any stream of `device`, if one
 // is pending (what a host read of a result reports).

@@ -201,7 +201,7 @@ driver::Stream& runtime_stream(c10::Stream stream) {
   });
 }
 
-void wait_for_current_stream(c10::Device device) {
+bool wait_for_current_stream(c10::Device device) {
   const auto type_slot = static_cast<size_t>(device.type());
   driver::Stream*& stream = current_streams[type_slot][device.index()];
   driver::DeviceRuntime& runtime = *backends[type_slot]->runtime;
@@ -211,10 +211,12 @@ void wait_for_current_stream(c10::Device device) {
       return &runtime.default_stream(device.index());
     });
   }
-  translate_runtime_errors([&] {
-    if (!stream->query()) {
-      stream->synchronize();
+  return translate_runtime_errors([&] {
+    if (stream->query()) {
+      return false;
     }
+    stream->synchronize();
+    return true;
   });
 }
 

@@ -321,4 +321,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("sync_debug_mode", [](const std::string& device_type) {
     return static_cast<int>(sync_debug_mode(device_type_of(device_type)));
   });
+  m.def("host_waits", [](const std::string& device_type) {
+    const HostWaitCounts counts = host_wait_counts(device_type_of(device_type));
+    return py::make_tuple(counts.requested, counts.implicit);
+  });
+  m.def("reset_host_waits", [](const std::string& device_type) { reset_host_wait_counts(device_type_of(device_type)); });
 }

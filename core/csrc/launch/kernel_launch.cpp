@@ -208,14 +208,19 @@ void order_after_queued_work(const char* name, c10::Device device, const LaunchO
   }
   drop_retired_kernels();
   if (options.host_waits) {
-    check_synchronizing_operation(device, name);
+    note_host_wait(device, HostWait::kRequested, name);
     // The host reads a result: a kernel that failed on any stream of the
     // device is reported here, as CUDA reports a sticky error at item().
     raise_pending_kernel_errors(device);
   }
-  wait_for_current_stream(device);
+  bool waited = wait_for_current_stream(device);
   if (options.peer.has_value() && *options.peer != device) {
-    wait_for_current_stream(*options.peer);
+    waited = wait_for_current_stream(*options.peer) || waited;
+  }
+  if (waited && !options.host_waits) {
+    // With launches blocking (TORCHPLUG_LAUNCH_BLOCKING, strict memory) every
+    // kernel runs at its launch: the waits come with the mode, not the program.
+    note_host_wait(device, HostWait::kImplicit, name, /*flag=*/!launch_blocking());
   }
 }
 

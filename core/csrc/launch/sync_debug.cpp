@@ -14,6 +14,8 @@ namespace {
 
 // Zero-initialized (kDefault). Read on every blocking copy: one relaxed load.
 PerDeviceType<std::atomic<SyncDebugMode>> modes;
+// Per device type, per HostWait kind.
+PerDeviceType<std::array<std::atomic<uint64_t>, 2>> waits;
 
 }  // namespace
 
@@ -25,17 +27,33 @@ SyncDebugMode sync_debug_mode(c10::DeviceType type) {
   return modes[static_cast<size_t>(type)].load(std::memory_order_relaxed);
 }
 
-void check_synchronizing_operation(c10::Device device, const char* operation) {
+void note_host_wait(c10::Device device, HostWait kind, const char* operation, bool flag) {
+  waits[static_cast<size_t>(device.type())][static_cast<size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
   const SyncDebugMode mode = sync_debug_mode(device.type());
-  if (mode == SyncDebugMode::kDefault) {
+  if (mode == SyncDebugMode::kDefault || !flag) {
     return;
   }
   const std::string type_name = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
+  const char* why = kind == HostWait::kImplicit
+                        ? ": it runs on the host and waited for the work queued on the stream"
+                        : "";
   TORCH_CHECK(mode != SyncDebugMode::kError, "called a synchronizing ", type_name, " operation (", operation,
-              " on ", device, ") while torch.", type_name,
+              " on ", device, why, ") while torch.", type_name,
               ".set_sync_debug_mode('error') is set. Use non_blocking=True with pinned memory, keep the value "
               "on the device, or allow it with torch.", type_name, ".set_sync_debug_mode('default').");
-  TORCH_WARN("called a synchronizing ", type_name, " operation (", operation, " on ", device, ")");
+  TORCH_WARN("called a synchronizing ", type_name, " operation (", operation, " on ", device, why, ")");
+}
+
+HostWaitCounts host_wait_counts(c10::DeviceType type) {
+  const auto& counts = waits[static_cast<size_t>(type)];
+  return {counts[static_cast<size_t>(HostWait::kRequested)].load(std::memory_order_relaxed),
+          counts[static_cast<size_t>(HostWait::kImplicit)].load(std::memory_order_relaxed)};
+}
+
+void reset_host_wait_counts(c10::DeviceType type) {
+  for (auto& count : waits[static_cast<size_t>(type)]) {
+    count.store(0, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace torchplug

@@ -6,7 +6,7 @@ runtime with environment variables (see the docs' device page).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def set_strict_memory(enabled: bool) -> None:
@@ -56,6 +56,37 @@ def launch_blocking() -> bool:
     from torchplug import _C
 
     return _C.launch_blocking()
+
+
+class HostSynchronizations(NamedTuple):
+    """How often the host waited for a device type's work (see :func:`host_synchronizations`)."""
+
+    #: The program read a result: ``item()``, ``.cpu()``, a blocking copy.
+    requested: int
+    #: An operator that runs on the host waited for the work queued before it.
+    implicit: int
+
+
+def host_synchronizations(device_type: str) -> HostSynchronizations:
+    """The host's waits for devices of ``device_type`` since the process started
+    or :func:`reset_host_synchronizations`.
+
+    A training step that keeps the device busy waits only where its code reads a
+    result (``loss.item()``): ``requested``. ``implicit`` counts the operators
+    that run on the host (the CPU fallback, host kernels) and had to wait for
+    the kernels queued before them; sync-debug mode
+    (``torch.<device>.set_sync_debug_mode("warn")``) names each.
+    """
+    from torchplug import _C
+
+    return HostSynchronizations(*_C.host_waits(device_type))
+
+
+def reset_host_synchronizations(device_type: str) -> None:
+    """Starts :func:`host_synchronizations` of ``device_type`` from zero."""
+    from torchplug import _C
+
+    _C.reset_host_waits(device_type)
 
 
 def _device_and_index(parsed: Any) -> tuple[str, int]:

@@ -66,6 +66,30 @@ def test_a_zoo_model_that_fails_is_a_failed_row(monkeypatch) -> None:
     ]
 
 
+def test_a_zoo_step_reports_the_host_waits_its_code_asks_for(monkeypatch) -> None:
+    class ReadsItsLoss(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3 * 32 * 32, 10)
+
+        def forward(self, images: torch.Tensor) -> torch.Tensor:
+            logits = self.linear(images.flatten(1))
+            logits.sum().item()  # one host read per forward
+            return logits
+
+    model = zoo.ZooModel("reads", "torchvision", ReadsItsLoss, zoo._vision_batch)
+    monkeypatch.setattr(zoo, "MODELS", (model,))
+    (figure,) = zoo.bench_zoo("foo", rounds=1)
+    assert figure.error is None
+    requested, implicit = figure.host_waits
+    assert requested == 1
+    assert implicit >= 0
+    report = Report.from_measurements(
+        [figure.row], 1, {"unpinned": {"figures": {figure.row.name: figure.as_json()}}}
+    )
+    assert f"reads 1/{implicit:g}" in report.as_text()
+
+
 def test_every_planned_row_is_reported_even_when_a_measuring_process_died() -> None:
     rows = planned_rows(["tiny", "copy"])
     report = Report.from_measurements(

@@ -37,6 +37,9 @@ class Figure:
     # The median of the rounds' ratios, where the rounds paired both sides;
     # otherwise the ratio is that of the two values.
     paired: float | None = None
+    # A training step's waits of the host for the device, per step:
+    # (requested by the model's code, implicit; torchplug.runtime.host_synchronizations).
+    host_waits: tuple[float, float] | None = None
 
     @classmethod
     def failed(cls, row: Row, error: BaseException | str) -> Figure:
@@ -64,6 +67,7 @@ class Figure:
             "paired": self.paired,
             "met": self.met,
             "error": self.error,
+            "host_waits": self.host_waits,
         }
 
 

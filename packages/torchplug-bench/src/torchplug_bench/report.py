@@ -130,6 +130,22 @@ class Report:
             "each backend's activation inside import torch, " + "; ".join(parts) if parts else None
         )
 
+    def _host_waits_line(self) -> str | None:
+        """The training steps' waits of the host for the device (unpinned, what users get)."""
+        figures = self.figures.get("unpinned") or next(iter(self.figures.values()), {})
+        counted = [
+            f"{figure.row.name.removesuffix(' training step (AdamW)')} "
+            f"{figure.host_waits[0]:g}/{figure.host_waits[1]:g}"
+            for figure in figures.values()
+            if figure.host_waits is not None
+        ]
+        if not counted:
+            return None
+        return (
+            "host waits per training step (requested by the model's code / implicit, an "
+            "operator on the host waiting for queued kernels): " + ", ".join(counted)
+        )
+
     def _failures(self) -> list[tuple[str, str]]:
         """(the row and the pinnings it failed in, the error's summary): one entry
         where both pinnings failed alike."""
@@ -146,9 +162,9 @@ class Report:
         widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
         text = [self._conditions_line(), ""]
         text += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in lines]
-        activation = self._activation_line()
-        if activation:
-            text += ["", activation]
+        for line in (self._activation_line(), self._host_waits_line()):
+            if line:
+                text += ["", line]
         if self.failed:
             text += ["", "failed:"]
             text += [f"  {where}: {error}" for where, error in self._failures()]
@@ -161,9 +177,9 @@ class Report:
         text.append("| " + " | ".join(lines[0]) + " |")
         text.append("|---|---|---|" + "---:|" * (len(lines[0]) - 3))
         text += ["| " + " | ".join(cells) + " |" for cells in lines[1:]]
-        activation = self._activation_line()
-        if activation:
-            text += ["", activation[0].upper() + activation[1:] + "."]
+        for line in (self._activation_line(), self._host_waits_line()):
+            if line:
+                text += ["", line[0].upper() + line[1:] + "."]
         if self.failed:
             text += ["", "Failed:", ""]
             text += [f"- {where}: `{error}`" for where, error in self._failures()]
@@ -179,6 +195,7 @@ def _figure(row: Row, measured: dict[str, Any] | None, run_error: str | None) ->
         measured["value"],
         measured["error"],
         measured.get("paired"),
+        tuple(waits) if (waits := measured.get("host_waits")) is not None else None,
     )
 
 

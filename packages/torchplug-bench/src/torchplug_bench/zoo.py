@@ -14,6 +14,7 @@ whose package is missing, or that fails to train, is a failed row.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import math
 import random
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+import torchplug.runtime
 from torchplug_bench.figures import (
     FOREACH,
     Candidate,
@@ -291,14 +293,30 @@ def _bench_model(
         seed_everything(MODEL_SEED)
         base = spec.build()
         on_cpu = _training_step(spec, base, batch, "cpu")
+        on_device = _training_step(spec, base, batch, device)
         times = median_rounds(
-            {"cpu": on_cpu, device: _training_step(spec, base, batch, device)},
+            {"cpu": on_cpu, device: on_device},
             repeat=_steps_per_round(on_cpu, round_seconds),
             rounds=rounds,
         )
+        waits = host_waits_per_step(on_device)
     except Exception as error:
         return Figure.failed(row, error)
-    return step_time_figure(row, times, device)
+    return dataclasses.replace(step_time_figure(row, times, device), host_waits=waits)
+
+
+def host_waits_per_step(step: Candidate, steps: int = 3) -> tuple[float, float]:
+    """How often a step makes the host wait for its device: (requested by the
+    step's code, such as item() or a data-dependent shape; implicit, an operator
+    that runs on the host waiting for the kernels queued before it)."""
+    device_type = torch.device(step.device).type
+    synchronizer(step.device)()
+    torchplug.runtime.reset_host_synchronizations(device_type)
+    for _ in range(steps):
+        step.run()
+    counts = torchplug.runtime.host_synchronizations(device_type)
+    synchronizer(step.device)()
+    return counts.requested / steps, counts.implicit / steps
 
 
 def bench_zoo(
