@@ -158,6 +158,22 @@ def test_sync_debug_mode_flags_host_waits_not_launches(device: str) -> None:
         torch.foo.set_sync_debug_mode(0)
 
 
+def test_a_compiled_kernel_is_queued_and_gives_the_cpus_values(device: str) -> None:
+    def pointwise(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2 + 1).relu().sin()
+
+    x = torch.randn(256, 256)
+    expected = torch.compile(pointwise)(x)
+    compiled = torch.compile(pointwise)
+    on_device = x.to(device)
+    compiled(on_device)  # compiles
+    torch.foo.synchronize()
+    torch.foo._sleep(LONG_MS)
+    result = compiled(on_device)
+    assert not torch.foo.current_stream().query()  # returned with its kernel queued behind the sleep
+    assert torch.equal(result.cpu(), expected)
+
+
 def test_host_synchronizations_counts_each_wait_by_its_cause(device: str) -> None:
     a, b = _operands(device)
     pinned = torch.ones(512, 512).pin_memory()

@@ -3,9 +3,12 @@
 #include <Python.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <ATen/EmptyTensor.h>
@@ -68,35 +71,6 @@ LaunchTarget launch_target(PyObject* const* args, Py_ssize_t nargs, const char* 
   return {name, device_argument(args[2], args[3])};
 }
 
-// Strict memory mode grants a kernel the device storages among its arguments.
-std::vector<const void*> touched_storages(PyObject* const* args, Py_ssize_t count) {
-  std::vector<const void*> memory;
-  for (Py_ssize_t i = 0; i < count; ++i) {
-    if (THPVariable_Check(args[i])) {
-      const at::Tensor& tensor = THPVariable_Unpack(args[i]);
-      if (tensor.defined() && !tensor.device().is_cpu() && tensor.has_storage()) {
-        memory.push_back(tensor.storage().data());
-      }
-    }
-  }
-  return memory;
-}
-
-// launch_compiled(name, kernel, device_type, device_index, *args): runs
-// `kernel(*args)` as one launch of a device kernel, like an eager kernel.
-PyObject* launch_compiled(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  const auto [name, device] =
-      launch_target(args, nargs, "launch_compiled(name, kernel, device_type, device_index, *args)");
-  PyObject* const* kernel_args = args + 4;
-  const Py_ssize_t kernel_nargs = nargs - 4;
-  const std::vector<const void*> memory =
-      driver::strict_memory() ? touched_storages(kernel_args, kernel_nargs) : std::vector<const void*>{};
-  KernelLaunch launch(name, device, memory);
-  return PyObject_Vectorcall(args[1], kernel_args, static_cast<size_t>(kernel_nargs), nullptr);
-  END_HANDLE_TH_ERRORS
-}
-
 // One argument of a generated kernel as the device takes it: a tensor of the
 // launch's device as its address there (offset included), None as a null
 // pointer, an int as int64, a float as float64.
@@ -126,6 +100,70 @@ TPD_KernelArg kernel_arg(PyObject* value, c10::Device device, const char* name, 
                      "; a device kernel takes tensors, None, ints and floats.");
   }
   return arg;
+}
+
+// A kernel name that outlives the generated module naming it: a queued
+// kernel reports its failure, and the profiler its activity, by name.
+const char* interned_name(const char* name) {
+  static std::mutex lock;
+  static std::unordered_set<std::string> names;
+  const std::lock_guard<std::mutex> guard(lock);
+  return names.emplace(name).first->c_str();
+}
+
+// The image entry point of a generated kernel (torchplug/inductor/device_code.py).
+using HostEntryPoint = int (*)(const TPD_KernelArg*, size_t, char*, size_t);
+
+// launch_host_code(name, entry_point, device_type, device_index, *args): the
+// generated kernel whose entry point Inductor loaded into this process, over
+// device memory the host addresses, launched as an eager kernel is: queued on
+// the device's current stream (see queues_kernel), or run at once inside a
+// kernel launch (stream order, strict memory access, profiler activity).
+PyObject* launch_host_code(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  const auto [python_name, device] =
+      launch_target(args, nargs, "launch_host_code(name, entry_point, device_type, device_index, *args)");
+  auto* entry_point = reinterpret_cast<HostEntryPoint>(PyLong_AsVoidPtr(args[1]));
+  if (PyErr_Occurred() != nullptr) {
+    return nullptr;
+  }
+  TORCH_CHECK(entry_point != nullptr, "compiled kernel ", python_name, " has no entry point.");
+  const char* name = interned_name(python_name);
+  std::vector<TPD_KernelArg> kernel_args;
+  kernel_args.reserve(static_cast<size_t>(nargs - 4));
+  std::vector<const at::Tensor*> tensors;
+  int64_t work = 0;
+  for (Py_ssize_t i = 4; i < nargs; ++i) {
+    kernel_args.push_back(kernel_arg(args[i], device, name, i - 4));
+    if (THPVariable_Check(args[i])) {
+      const at::Tensor& tensor = THPVariable_Unpack(args[i]);
+      tensors.push_back(&tensor);
+      work = std::max(work, tensor.numel());
+    }
+  }
+  auto run = [entry_point, name, kernel_args = std::move(kernel_args)] {
+    char message[512] = {};
+    TORCH_CHECK(entry_point(kernel_args.data(), kernel_args.size(), message, sizeof message) == 0,
+                "compiled kernel ", name, " failed: ", message);
+  };
+  if (queues_kernel(device, work)) {
+    // Its operands are raw pointers: memory the program frees meanwhile stays
+    // mapped for the stream's queued work, as with eager kernels' unowned views.
+    enqueue_kernel(name, device, std::move(run));
+  } else {
+    std::vector<const void*> memory;
+    if (driver::strict_memory()) {
+      for (const at::Tensor* tensor : tensors) {
+        if (!tensor->device().is_cpu() && tensor->has_storage()) {
+          memory.push_back(tensor->storage().data());
+        }
+      }
+    }
+    const KernelLaunch launch(name, device, memory);
+    run();
+  }
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
 }
 
 // launch_device_code(name, function, device_type, device_index, *args): queues
@@ -170,10 +208,10 @@ PyObject* empty_strided_device(PyObject* /*module*/, PyObject* const* args, Py_s
 }
 
 PyMethodDef compiled_kernel_methods[] = {
-    {"launch_compiled", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch_compiled)),
+    {"launch_host_code", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch_host_code)),
      METH_FASTCALL,
-     "launch_compiled(name, kernel, device_type, device_index, *args): run a generated kernel as a device "
-     "kernel launch."},
+     "launch_host_code(name, entry_point, device_type, device_index, *args): launch a generated kernel over "
+     "host-addressable device memory as an eager kernel (queued on the current stream)."},
     {"empty_strided_device", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_strided_device)),
      METH_FASTCALL,
      "empty_strided_device(size, stride, dtype, device_type, device_index): a buffer for generated code."},

@@ -1,13 +1,17 @@
-"""Inductor's C++ kernels for a device whose memory the host cannot address.
+"""Inductor's C++ kernels as device images.
 
-On such a device (a driver without host-addressable memory, such as the remote
-driver's device process) a generated kernel cannot run on the host over device
-pointers. Instead, as a GPU runs generated Triton kernels, each kernel's source
-is compiled with an entry point of the driver's kernel ABI
-(``torchplug/driver.h``: ``int f(const TPD_KernelArg*, size_t, char*, size_t)``),
-the image is loaded into the device through the driver's kernel-module
-extension, and the wrapper launches it there on the current stream
-(``torchplug._C.launch_device_code``): operands stay in device memory.
+Each generated kernel's source is compiled with an entry point of the
+driver's kernel ABI (``torchplug/driver.h``: ``int f(const TPD_KernelArg*,
+size_t, char*, size_t)``), as a GPU compiles generated Triton kernels, so
+that the kernel can be queued on a stream and run without the interpreter.
+
+- On a device whose memory the host cannot address (the remote driver's
+  device process), the image is loaded into the device through the driver's
+  kernel-module extension and launched there on the current stream
+  (``torchplug._C.launch_device_code``): operands stay in device memory.
+- On a device whose memory is host memory (the simulated devices), the core
+  calls the entry point in this process, queued on the current stream like an
+  eager kernel (``torchplug._C.launch_host_code``).
 
 Images are the driver's ``torchplug-host-elf-1`` format: shared objects for this
 host, built by Inductor's own C++ compiler settings (its vector ISA, OpenMP),
@@ -16,6 +20,7 @@ with a run path to torch's libraries for the vector math they may call.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 from pathlib import Path
@@ -108,13 +113,21 @@ extern "C" __attribute__((visibility("default"))) int {ENTRY_POINT}(
 
 
 class DeviceKernel:
-    """A generated kernel loaded into the devices of one device type; ``function``
-    is what ``torchplug._C.launch_device_code`` launches."""
+    """A generated kernel loaded for the devices of one device type. Where their
+    memory is host-addressable, ``function`` is the address of the image's entry
+    point in this process (Inductor loaded the image), which
+    ``torchplug._C.launch_host_code`` calls; elsewhere the image is loaded into
+    the devices and ``function`` is what ``torchplug._C.launch_device_code``
+    launches."""
 
-    def __init__(self, device_type: str, image: Path) -> None:
+    def __init__(self, device_type: str, library: ctypes.CDLL) -> None:
         self.device_type = device_type
-        self.image = image
-        self.function: int = _load(device_type, str(image))
+        self.image = Path(library._name)
+        if _C.host_addressable(device_type):
+            self._library = library  # keeps the entry point loaded
+            self.function: int = ctypes.cast(getattr(library, ENTRY_POINT), ctypes.c_void_p).value
+        else:
+            self.function = _load(device_type, str(self.image))
 
 
 @functools.cache
@@ -139,7 +152,8 @@ def device_kernel(async_compile: Any, device_type: str, arg_types: list[str], so
     from torch._inductor.async_compile import get_compile_threads
     from torch._inductor.codecache import CppCodeCache, LambdaFuture
 
-    check_runs_generated_code(device_type)
+    if not _C.host_addressable(device_type):  # else the core runs the image itself
+        check_runs_generated_code(device_type)
     parallel = get_compile_threads() > 1
     get_library = CppCodeCache.load_async(
         source + entry_point(arg_types),
@@ -148,6 +162,6 @@ def device_kernel(async_compile: Any, device_type: str, arg_types: list[str], so
     )
 
     def load() -> DeviceKernel:
-        return DeviceKernel(device_type, Path(get_library()._name))
+        return DeviceKernel(device_type, get_library())
 
     return LambdaFuture(load) if parallel else load()

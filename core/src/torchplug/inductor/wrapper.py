@@ -2,12 +2,13 @@
 Python wrapper that launches every generated kernel through the device's
 launch path and allocates from its caching allocator.
 
-Where device memory is host-addressable (the simulated devices), every
-generated kernel is called through ``torchplug._C.launch_compiled``, which
-runs it as one device kernel launch (device guard, stream order, strict
-memory access, sync-debug, profiler activity), exactly like an eager kernel.
-Where it is not, each kernel is compiled into an image the device loads and
-is launched inside the device (:mod:`torchplug.inductor.device_code`).
+Every generated C++ kernel is compiled into an image with the driver's
+kernel entry point (:mod:`torchplug.inductor.device_code`). Where device
+memory is host-addressable (the simulated devices), the core launches the
+image's entry point like an eager kernel (``torchplug._C.launch_host_code``):
+queued on the current stream, or run at once inside a kernel launch (stream
+order, strict memory access, profiler activity). Where it is not, the device
+loads the image and runs it on its stream (``torchplug._C.launch_device_code``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from torchplug.inductor import device_code
 # The wrapper's fast paths into the device (torchplug/_C: bindings/compiled_kernels.cpp).
 _LAUNCH_IMPORT = (
     "from torchplug._C import empty_strided_device as torchplug_empty, "
-    "launch_compiled as torchplug_launch, launch_device_code as torchplug_launch_device"
+    "launch_host_code as torchplug_launch_host, launch_device_code as torchplug_launch_device"
 )
-# Binds a kernel's name to its image loaded into the device (memory the host cannot address).
+# Binds a kernel's name to its image, loaded for the device.
 _DEVICE_CODE_IMPORT = (
     "from torchplug.inductor.device_code import device_kernel as torchplug_device_kernel"
 )
@@ -54,15 +55,15 @@ def scheduling() -> type:
     from torch._inductor.virtualized import V
 
     class DeviceCppScheduling(CppScheduling):
-        """Inductor's C++ scheduling. A kernel of a device whose memory the host
-        cannot address becomes a device image, not a binding the host calls: its
-        source is marked with the device type, so that Inductor, which defines
-        each distinct source once per graph, never hands it a CPU kernel of the
-        same text (or the other way round)."""
+        """Inductor's C++ scheduling. A kernel of a torchplug device becomes a
+        device image, not a binding the host calls: its source is marked with the
+        device type, so that Inductor, which defines each distinct source once per
+        graph, never hands it a CPU kernel of the same text (or the other way
+        round)."""
 
         def define_kernel(self, src_code: str, nodes: Any, kernel_args: Any = None) -> str:
             device = V.graph.current_device
-            if device is not None and not _C.host_addressable(device.type):
+            if device is not None and device.type != "cpu":
                 src_code = f"{device_code.SOURCE_MARK}{device.type}\n{src_code}"
             return super().define_kernel(src_code, nodes, kernel_args)
 
@@ -97,15 +98,13 @@ def wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
                 )
                 return
             arguments = "".join(f", {argument}" for argument in call_args)
-            if _C.host_addressable(device.type):
-                self.writeline(  # type: ignore[attr-defined]
-                    f"torchplug_launch({kernel_name!r}, {kernel_name}, "
-                    f"{_device_arguments(device)}{arguments})"
-                )
-                return
-            device_code.check_runs_generated_code(device.type)
+            launch = (
+                "torchplug_launch_host"
+                if _C.host_addressable(device.type)
+                else "torchplug_launch_device"
+            )
             self.writeline(  # type: ignore[attr-defined]
-                f"torchplug_launch_device({kernel_name!r}, {kernel_name}.function, "
+                f"{launch}({kernel_name!r}, {kernel_name}.function, "
                 f"{_device_arguments(device)}{arguments})"
             )
 
@@ -117,9 +116,9 @@ def wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
             gpu: bool = True,
             cpp_definition: str | None = None,
         ) -> None:
-            """A C++ kernel of a device whose memory the host cannot address is
-            compiled into an image loaded into the device, not into a Python
-            binding the host calls."""
+            """A C++ kernel of a torchplug device is compiled into an image with
+            the driver's kernel entry point, not into a Python binding the host
+            calls (a binding needs the interpreter to run, so it cannot be queued)."""
             from torch._inductor.virtualized import V
 
             device = V.graph.current_device
@@ -127,10 +126,10 @@ def wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
                 not gpu
                 and device is not None
                 and device.type in devices()
-                and not _C.host_addressable(device.type)
                 and kernel_body.startswith(device_code.PYBINDING_DEFINITION)
             ):
-                device_code.check_runs_generated_code(device.type)
+                if not _C.host_addressable(device.type):
+                    device_code.check_runs_generated_code(device.type)
                 kernel_body = (
                     f"torchplug_device_kernel(async_compile, {device.type!r}, "
                     + kernel_body.removeprefix(device_code.PYBINDING_DEFINITION)
