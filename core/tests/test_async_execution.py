@@ -170,7 +170,8 @@ def test_a_compiled_kernel_is_queued_and_gives_the_cpus_values(device: str) -> N
     torch.foo.synchronize()
     torch.foo._sleep(LONG_MS)
     result = compiled(on_device)
-    assert not torch.foo.current_stream().query()  # returned with its kernel queued behind the sleep
+    # It returned with its kernel queued behind the sleep.
+    assert not torch.foo.current_stream().query()
     assert torch.equal(result.cpu(), expected)
 
 
