@@ -24,7 +24,7 @@ import ctypes
 import functools
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -139,6 +139,31 @@ def _load(device_type: str, image: str) -> int:
 
 
 @functools.cache
+def _image_code_cache() -> type:
+    """Inductor's C++ code cache, building images as it builds the CPU's kernels:
+    shared objects without libtorch, compiled against the precompiled header of
+    Inductor's C++ prefix (torch._inductor.codecache: CppCodeCache, and
+    CppPythonBindingsCodeCache._get_uncompiled_header for the header, present
+    in torch 2.14 and 2.15). Without that header every kernel parses the
+    prefix again: compiling took 1.5-1.9x the CPU's time."""
+    from torch._inductor.codecache import CppCodeCache, CppPythonBindingsCodeCache
+
+    class ImageCodeCache(CppCodeCache):
+        cache: ClassVar[dict[str, Any]] = {}
+        cache_clear = staticmethod(cache.clear)
+        cpp_compile_command_flags: ClassVar[dict[str, Any]] = {
+            "include_pytorch": False,
+            "shared": True,
+        }
+
+        @classmethod
+        def _get_uncompiled_header(cls, device: str) -> str | None:
+            return CppPythonBindingsCodeCache._get_uncompiled_header(device)
+
+    return ImageCodeCache
+
+
+@functools.cache
 def _link_flags() -> tuple[str, ...]:
     # The device loads the image in a process of its own: vectorised kernels
     # call the vector math library inside torch's CPU library, found by run path.
@@ -150,12 +175,12 @@ def device_kernel(async_compile: Any, device_type: str, arg_types: list[str], so
     :class:`DeviceKernel` of ``source``, or a future of it when Inductor compiles
     in parallel (``async_compile.wait`` resolves it with the wrapper's others)."""
     from torch._inductor.async_compile import get_compile_threads
-    from torch._inductor.codecache import CppCodeCache, LambdaFuture
+    from torch._inductor.codecache import LambdaFuture
 
     if not _C.host_addressable(device_type):  # else the core runs the image itself
         check_runs_generated_code(device_type)
     parallel = get_compile_threads() > 1
-    get_library = CppCodeCache.load_async(
+    get_library = _image_code_cache().load_async(
         source + entry_point(arg_types),
         submit_fn=async_compile.submit if parallel else None,
         extra_flags=_link_flags(),
