@@ -158,10 +158,12 @@ def test_sync_debug_mode_flags_host_waits_not_launches(device: str) -> None:
         torch.foo.set_sync_debug_mode(0)
 
 
-def test_a_compiled_kernel_is_queued_and_gives_the_cpus_values(device: str) -> None:
-    def pointwise(x: torch.Tensor) -> torch.Tensor:
-        return (x * 2 + 1).relu().sin()
+def _pointwise(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2 + 1).relu().sin()
 
+
+def test_a_compiled_kernel_is_queued_and_gives_the_cpus_values(device: str) -> None:
+    pointwise = _pointwise
     x = torch.randn(256, 256)
     expected = torch.compile(pointwise)(x)
     compiled = torch.compile(pointwise)
@@ -173,6 +175,22 @@ def test_a_compiled_kernel_is_queued_and_gives_the_cpus_values(device: str) -> N
     # It returned with its kernel queued behind the sleep.
     assert not torch.foo.current_stream().query()
     assert torch.equal(result.cpu(), expected)
+
+
+def test_a_failing_compiled_kernel_is_reported_at_the_next_synchronizing_call(device: str) -> None:
+    compiled = torch.compile(_pointwise)
+    on_device = torch.randn(256, 256, device=device)
+    compiled(on_device)  # compiles
+    torch.foo.synchronize()
+    torch.foo._sleep(LONG_MS)  # the kernel queues behind it
+    torchplug.runtime.inject_kernel_failures(device)
+    compiled(on_device)  # returns: the kernel has not run yet
+    with pytest.raises(RuntimeError) as caught:
+        torch.foo.synchronize()
+    message = str(caught.value)
+    assert "cpp_fused" in message
+    assert "TORCHPLUG_LAUNCH_BLOCKING=1" in message
+    assert torch.equal(compiled(on_device).cpu(), torch.compile(_pointwise)(on_device.cpu()))
 
 
 def test_host_synchronizations_counts_each_wait_by_its_cause(device: str) -> None:
