@@ -128,6 +128,9 @@ PyObject* launch_host_code(PyObject* /*module*/, PyObject* const* args, Py_ssize
     return nullptr;
   }
   TORCH_CHECK(entry_point != nullptr, "compiled kernel ", python_name, " has no entry point.");
+  // The entry point reads the operands' memory from the host: only memory the host addresses.
+  TORCH_CHECK(backend(device.type()).host_addressable, "compiled kernel ", python_name, " runs on the host, but ",
+              device, "'s memory is not host-addressable; its kernels are launched with launch_device_code.");
   const char* name = interned_name(python_name);
   std::vector<TPD_KernelArg> kernel_args;
   kernel_args.reserve(static_cast<size_t>(nargs - 4));
