@@ -193,6 +193,69 @@ def test_a_failing_compiled_kernel_is_reported_at_the_next_synchronizing_call(de
     assert torch.equal(compiled(on_device).cpu(), torch.compile(_pointwise)(on_device.cpu()))
 
 
+# Operators without a kernel of the device run the CPU's kernel over the
+# device memory (the fallback; hpu's every operator), and a few run it as
+# their device kernel (host kernels): queued like native kernels, sized by
+# their meta kernels.
+QUEUED_ON_HOST = {
+    "fallback": lambda x: torch.erfinv(x.clamp(-0.9, 0.9)),
+    "fallback-in-place": lambda x: torch.nn.functional.hardswish(x.clone(), inplace=True),
+    "fallback-two-results": lambda x: torch.topk(x, 5, dim=1),
+    "fallback-list-result": lambda x: torch.ops.aten._histogramdd_bin_edges(x[:, :2], [3, 5]),
+    "fallback-index-from-host": lambda x: x[:, torch.tensor([3, 1, 4, 1, 5])],
+    "host-kernel": lambda x: torch.nn.functional.gelu(x),
+    "host-kernel-convolution": lambda x: torch.nn.functional.conv2d(
+        x.view(4, 4, 64, 64), torch.ones(8, 4, 3, 3, device=x.device)
+    ),
+}
+
+
+def _as_tuple(result) -> tuple[torch.Tensor, ...]:
+    return tuple(result) if isinstance(result, tuple | list) else (result,)
+
+
+@pytest.mark.parametrize("operation", QUEUED_ON_HOST.values(), ids=QUEUED_ON_HOST.keys())
+def test_a_cpu_kernel_on_device_memory_is_queued_and_gives_the_cpus_values(
+    device: str, operation
+) -> None:
+    x = torch.randn(256, 256)
+    expected = _as_tuple(operation(x))
+    on_device = x.to(device)
+    torch.foo._sleep(1)  # keeps the stream busy: a small call on an idle one runs at once
+    operation(on_device)  # runs at once, and the shapes of its results are learned
+    torch.foo.synchronize()
+    torch.foo._sleep(LONG_MS)
+    result = _as_tuple(operation(on_device))
+    assert not torch.foo.current_stream().query()  # returned with its kernel queued
+    assert [r.device.type for r in result] == [device] * len(expected)
+    for got, want in zip(result, expected, strict=True):
+        assert torch.equal(got.cpu(), want)
+        assert got.stride() == want.stride()
+
+
+def test_a_queued_host_call_raises_its_shape_errors_at_the_launch(device: str) -> None:
+    x = torch.randn(256, 256, device=device)
+    torch.foo._sleep(LONG_MS)
+    with pytest.raises(RuntimeError, match="must match the size of tensor"):
+        torch.ops.aten.hardswish_backward(x, torch.randn(3, device=device))
+    torch.foo.synchronize()
+
+
+def test_a_queued_host_calls_data_error_surfaces_at_the_next_synchronizing_call(
+    device: str,
+) -> None:
+    x = torch.randn(256, 256, device=device)
+    index = torch.zeros(256, 64, dtype=torch.int64, device=device)
+    torch.gather(x, 1, index)  # runs at once: the shapes of its results are learned
+    index.fill_(999)  # out of range
+    torch.foo._sleep(LONG_MS)
+    torch.gather(x, 1, index)  # returns: its kernel is queued
+    with pytest.raises(RuntimeError) as caught:
+        torch.foo.synchronize()
+    assert "out of bounds" in str(caught.value)
+    assert "TORCHPLUG_LAUNCH_BLOCKING=1" in str(caught.value)
+
+
 def test_host_synchronizations_counts_each_wait_by_its_cause(device: str) -> None:
     a, b = _operands(device)
     pinned = torch.ones(512, 512).pin_memory()
@@ -201,26 +264,38 @@ def test_host_synchronizations_counts_each_wait_by_its_cause(device: str) -> Non
     torch.foo._sleep(LONG_MS)
     product = (a @ b).add_(pinned.to(device, non_blocking=True))  # queued: no wait
     assert torchplug.runtime.host_synchronizations(device) == (0, 0)
-    product.nonzero()  # its size depends on the data: it waits for the queued kernels
+    product.bernoulli_(0.5)  # random: it runs on the host, after the queued kernels
     assert torchplug.runtime.host_synchronizations(device) == (0, 1)
+    product.nonzero()  # its size depends on the data: the program's choice, as on CUDA
     product.sum().item()  # the program reads a result
     product.cpu()
-    assert torchplug.runtime.host_synchronizations(device) == (2, 1)
+    assert torchplug.runtime.host_synchronizations(device) == (3, 1)
     assert torchplug.runtime.host_synchronizations("hpu") == (0, 0)  # per device type
     torchplug.runtime.reset_host_synchronizations(device)
     assert torchplug.runtime.host_synchronizations(device) == (0, 0)
 
 
-def test_sync_debug_mode_names_an_operator_that_waited_for_queued_work(device: str) -> None:
+@pytest.mark.parametrize(
+    ("operation", "why"),
+    [
+        (lambda t: t.bernoulli_(0.5), "aten::bernoulli_ on foo:0: it runs on the host and waited"),
+        (
+            lambda t: t.nonzero(),
+            "aten::nonzero on foo:0: the size of its result depends on the data",
+        ),
+    ],
+    ids=["runs-on-host", "data-dependent"],
+)
+def test_sync_debug_mode_names_an_operator_that_waited_for_queued_work(
+    device: str, operation, why: str
+) -> None:
     a, b = _operands(device)
     torch.foo._sleep(LONG_MS)
     product = a @ b
     torch.foo.set_sync_debug_mode("warn")
     try:
-        with pytest.warns(
-            UserWarning, match=r"aten::nonzero on foo:0: it runs on the host and waited"
-        ):
-            product.nonzero()
+        with pytest.warns(UserWarning, match=re.escape(why)):
+            operation(product)
     finally:
         torch.foo.set_sync_debug_mode("default")
 

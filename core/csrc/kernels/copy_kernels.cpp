@@ -4,6 +4,7 @@
 
 #include <array>
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Copy.h>
@@ -183,12 +184,49 @@ at::Tensor copy_through_driver(const at::Tensor& src, const at::Tensor& dst, boo
   return dst;
 }
 
+// A copy the CPU runs between host-addressable tensors.
+void copy_over_device_memory(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (cpu_loop_copies(src, dst)) {
+    // The CPU's copy_ builds this iterator (which refuses overlapping source
+    // and destination) and runs this loop; over host aliases it would also
+    // make two host tensors and dispatch once more, which costs a small copy
+    // (a bias broadcast into a matrix product's output) twice its time.
+    at::TensorIterator iter = at::TensorIteratorConfig()
+                                  .add_output(dst)
+                                  .add_const_input(src)
+                                  .resize_outputs(false)
+                                  .check_all_same_dtype(false)
+                                  .check_all_same_device(false)
+                                  .build();
+    at::native::copy_stub(c10::kCPU, iter, non_blocking);
+    return;
+  }
+  // One host storage for views of one device storage: the CPU's copy_ then
+  // refuses overlapping source and destination as it does for CPU tensors.
+  HostAliases aliases;
+  at::Tensor host_dst = host_view(aliases, dst);
+  host_dst.copy_(host_view(aliases, src));
+}
+
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(src.defined() && dst.defined(), "Cannot copy an undefined tensor.");
   if (dst.numel() == 0) {
     return dst;
   }
   const bool through_driver = !host_addressable(src) || !host_addressable(dst);
+  const bool within_device = is_device(src) && is_device(dst) && src.device() == dst.device();
+  if (!through_driver && within_device && queues_kernel(dst.device(), dst.numel())) {
+    // Queued on the stream as kernels are; what the CPU's copy_ refuses
+    // (partial overlap) is refused here, at the launch.
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, src);
+    QueuedViews views;
+    enqueue_kernel(
+        copy_name(src, dst), dst.device(),
+        [from = views.view(src), to = views.view(dst)] { copy_over_device_memory(from, to, /*non_blocking=*/false); },
+        ActivityKind::kMemcpy);
+    return dst;
+  }
   // A blocking copy waits for the driver's, as cudaMemcpy does; a queued
   // kernel's own copy runs at once, in its stream's order.
   if (!through_driver && (non_blocking || !on_stream_worker_thread()) && try_async_copy(src, dst)) {
@@ -214,26 +252,7 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   if (through_driver) {
     return copy_through_driver(src, dst, non_blocking);
   }
-  if (cpu_loop_copies(src, dst)) {
-    // The CPU's copy_ builds this iterator (which refuses overlapping source
-    // and destination) and runs this loop; over host aliases it would also
-    // make two host tensors and dispatch once more, which costs a small copy
-    // (a bias broadcast into a matrix product's output) twice its time.
-    at::TensorIterator iter = at::TensorIteratorConfig()
-                                  .add_output(dst)
-                                  .add_const_input(src)
-                                  .resize_outputs(false)
-                                  .check_all_same_dtype(false)
-                                  .check_all_same_device(false)
-                                  .build();
-    at::native::copy_stub(c10::kCPU, iter, non_blocking);
-    return dst;
-  }
-  // One host storage for views of one device storage: the CPU's copy_ then
-  // refuses overlapping source and destination as it does for CPU tensors.
-  HostAliases aliases;
-  at::Tensor host_dst = host_view(aliases, dst);
-  host_dst.copy_(host_view(aliases, src));
+  copy_over_device_memory(src, dst, non_blocking);
   return dst;
 }
 

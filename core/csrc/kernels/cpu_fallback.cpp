@@ -12,6 +12,8 @@
 #include "backend/backend.h"
 #include "device/generator.h"
 #include "kernels/fallback_report.h"
+#include "kernels/operator_arguments.h"
+#include "kernels/queued_host_call.h"
 #include "memory/host_alias.h"
 #include "memory/host_mirror.h"
 #include "launch/kernel_launch.h"
@@ -55,15 +57,8 @@ struct CallState {
   bool sparse_kernel = false;  // the call runs a SparseCPU or SparseCsrCPU kernel
 };
 
-bool is_index_argument(const c10::Argument& argument, const at::Tensor& tensor) {
-  // Like CUDA, accept host index tensors alongside device data.
-  const auto& name = argument.name();
-  const bool index_name = name.find("ind") != std::string::npos;
-  return index_name && (at::isIntegralType(tensor.scalar_type(), /*includeBool=*/true));
-}
-
 void note_device(CallState& state, const at::Tensor& tensor, const c10::Argument& argument) {
-  if (!(tensor.device().is_cpu() && is_index_argument(argument, tensor))) {
+  if (!(tensor.device().is_cpu() && host_index_argument(argument, tensor))) {
     state.operands.note(tensor);
   }
 }
@@ -118,14 +113,6 @@ bool is_written(const c10::Argument& argument) {
 bool written_undeclared(const c10::OperatorHandle& op, const c10::Argument& argument) {
   return op.schema().name() == "aten::native_batch_norm" &&
          (argument.name() == "running_mean" || argument.name() == "running_var");
-}
-
-// Copies are the operators that write across devices on purpose (a device
-// tensor copied into a host one); every other kernel writes on its device.
-bool writes_across_devices(const c10::OperatorHandle& op) {
-  const std::string& name = op.schema().name();
-  return name == "aten::copy_" || name == "aten::_foreach_copy_" || name == "aten::_copy_from" ||
-         name == "aten::_copy_from_and_resize";
 }
 
 at::Tensor to_host(CallState& state, const at::Tensor& tensor, const c10::Argument& argument) {
@@ -355,6 +342,11 @@ uint64_t result_bytes(const CallState& state, const at::Tensor& result) {
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  run_cpu_kernel(op, keys, stack, ActivityKind::kFallbackKernel);
+}
+
+void run_cpu_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
+                    ActivityKind kind) {
   const c10::DeviceType type = c10::dispatchKeyToDeviceType(keys.highestPriorityTypeId());
   if (!kernels_registered(type)) {
     // The device's first operator (a factory given only the device): it may
@@ -364,11 +356,19 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch
     return;
   }
   const auto started = std::chrono::steady_clock::now();
+  const c10::DispatchKeySet cpu_keys = host_keys(keys);
+  const bool reported = kind == ActivityKind::kFallbackKernel;
+  HostCallQueued queued = queue_host_call(op, cpu_keys, stack, kind);
+  if (queued.outcome == HostCallQueueing::kQueued) {
+    if (reported) {
+      count_fallback(op, queued.device, queued.bytes, std::chrono::steady_clock::now() - started);
+    }
+    return;
+  }
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t num_arguments = arguments.size();
   const size_t first = stack->size() - num_arguments;
-  const c10::DispatchKeySet cpu_keys = host_keys(keys);
   CallState state{op, KernelDevice(schema.name().c_str())};
   state.sparse_kernel = cpu_keys != c10::DispatchKeySet(c10::DispatchKey::CPU);
   state.copying = !backend(type).host_addressable;
@@ -409,7 +409,11 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch
         }
       }
     }
-    const KernelLaunch launch(schema.name().c_str(), state.device, accessed, {ActivityKind::kFallbackKernel});
+    // An operator whose results' sizes depend on the data waits for it, as on
+    // CUDA: a wait the program asked for.
+    const bool waits_for_data = queued.outcome == HostCallQueueing::kWaitsForData;
+    const KernelLaunch launch(schema.name().c_str(), state.device, accessed,
+                              {kind, std::nullopt, waits_for_data, HostWait::kDataDependent});
     if (state.copying) {
       state.mirrors.download();
     }
@@ -439,7 +443,12 @@ void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch
       }
     }
   }
-  count_fallback(op, state.device, bytes, std::chrono::steady_clock::now() - started);
+  if (queued.learn.has_value()) {
+    learn_result_shapes(op, *std::move(queued.learn), *stack);
+  }
+  if (reported) {
+    count_fallback(op, state.device, bytes, std::chrono::steady_clock::now() - started);
+  }
 }
 
 }  // namespace torchplug

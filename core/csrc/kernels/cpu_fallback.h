@@ -7,6 +7,8 @@
 #include <ATen/core/stack.h>
 #include <c10/util/TypeTraits.h>
 
+#include "profiler/device_activity.h"
+
 namespace torchplug {
 
 // Runs an operator without a native kernel on its CPU kernel: over aliases of
@@ -15,13 +17,18 @@ namespace torchplug {
 // (see host_mirror.h), in stream order either way.
 void cpu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack);
 
-// Calls operator `Op` (an at::_ops class) through the CPU fallback from
-// an unboxed device kernel: the way out for the calls its direct path cannot
-// take (strict mode, memory TensorIterator does not see). In-place and out=
-// operators return the argument they wrote.
+// The same for an operator whose device kernel is its CPU kernel (the host
+// kernels): shown as `kind` in torch.profiler, and counted in the fallback
+// report only as ActivityKind::kFallbackKernel.
+void run_cpu_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack,
+                    ActivityKind kind);
+
+// Calls operator `Op` (an at::_ops class) through run_cpu_kernel from an
+// unboxed device kernel. In-place and out= operators return the argument
+// they wrote.
 template <typename Op, typename... Args>
-typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type call_through_fallback(
-    c10::DispatchKeySet keys, Args&&... args) {
+typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type call_cpu_kernel(
+    ActivityKind kind, c10::DispatchKeySet keys, Args&&... args) {
   using Return = typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type;
   static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
   if constexpr (std::is_lvalue_reference_v<Return>) {
@@ -35,14 +42,23 @@ typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type ca
     (note_written(args), ...);
     torch::jit::Stack stack;
     torch::jit::push(stack, std::forward<Args>(args)...);
-    cpu_fallback(op, keys, &stack);
+    run_cpu_kernel(op, keys, &stack, kind);
     return *written;
   } else {
     torch::jit::Stack stack;
     torch::jit::push(stack, std::forward<Args>(args)...);
-    cpu_fallback(op, keys, &stack);
+    run_cpu_kernel(op, keys, &stack, kind);
     return c10::impl::PopResult<Return>::call(stack);
   }
+}
+
+// Calls `Op` through the CPU fallback from an unboxed device kernel: the way
+// out for the calls its direct path cannot take (strict mode, memory
+// TensorIterator does not see).
+template <typename Op, typename... Args>
+typename c10::guts::infer_function_traits_t<typename Op::schema>::return_type call_through_fallback(
+    c10::DispatchKeySet keys, Args&&... args) {
+  return call_cpu_kernel<Op>(ActivityKind::kFallbackKernel, keys, std::forward<Args>(args)...);
 }
 
 }  // namespace torchplug

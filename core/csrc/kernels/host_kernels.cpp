@@ -88,33 +88,56 @@ auto run_on_host(c10::Device& device, Args&&... args) {
       host_args);
 }
 
+// Calls `note` on each defined device tensor among `args` (tensors and
+// optional tensors).
+template <typename Note, typename... Args>
+void for_each_device_tensor(const Note& note, const Args&... args) {
+  auto visit = [&note](const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, at::Tensor>) {
+      if (value.defined() && !value.device().is_cpu()) {
+        note(value);
+      }
+    } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
+      if (value.has_value() && value->defined() && !value->device().is_cpu()) {
+        note(*value);
+      }
+    }
+  };
+  (visit(args), ...);
+}
+
 // The dense keys of the first device among `args` whose memory the host
 // cannot address, if any: such a call runs through the CPU fallback, which
 // copies, instead of over host aliases.
 template <typename... Args>
 std::optional<c10::DispatchKeySet> copying_device_keys(const Args&... args) {
   std::optional<c10::DispatchKeySet> keys;
-  auto note = [&keys](const at::Tensor& tensor) {
-    if (keys.has_value() || !tensor.defined() || tensor.device().is_cpu()) {
-      return;
-    }
-    const BackendIdentity* identity = find_backend(tensor.device().type());
-    if (identity != nullptr && !identity->host_addressable) {
-      keys = identity->dense_keys;
-    }
-  };
-  auto visit = [&note](const auto& value) {
-    using T = std::decay_t<decltype(value)>;
-    if constexpr (std::is_same_v<T, at::Tensor>) {
-      note(value);
-    } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
-      if (value.has_value()) {
-        note(*value);
-      }
-    }
-  };
-  (visit(args), ...);
+  for_each_device_tensor(
+      [&keys](const at::Tensor& tensor) {
+        const BackendIdentity* identity = find_backend(tensor.device().type());
+        if (!keys.has_value() && identity != nullptr && !identity->host_addressable) {
+          keys = identity->dense_keys;
+        }
+      },
+      args...);
   return keys;
+}
+
+// The device of a call that would be queued on the device's stream (see
+// queues_kernel): such calls take the boxed path, which queues them once
+// their results' shapes are known (see queue_host_call).
+template <typename... Args>
+std::optional<c10::Device> queueing_device(const Args&... args) {
+  std::optional<c10::Device> device;
+  int64_t work = 0;
+  for_each_device_tensor(
+      [&](const at::Tensor& tensor) {
+        device = device.value_or(tensor.device());
+        work += tensor.numel();
+      },
+      args...);
+  return device.has_value() && queues_kernel(*device, work) ? device : std::nullopt;
 }
 
 template <typename Op, typename Schema = typename Op::schema>
@@ -125,6 +148,9 @@ struct OnHost<Op, at::Tensor(Args...)> {
   static at::Tensor call(Args... args) {
     if (const auto keys = copying_device_keys(args...)) {
       return call_through_fallback<Op>(*keys, std::forward<Args>(args)...);
+    }
+    if (const auto queueing = queueing_device(args...)) {
+      return call_cpu_kernel<Op>(ActivityKind::kKernel, device_key_set(queueing->type()), std::forward<Args>(args)...);
     }
     c10::Device device(c10::kCPU);
     at::Tensor result = run_on_host<Op>(device, std::forward<Args>(args)...);
@@ -137,6 +163,9 @@ struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
   static std::tuple<at::Tensor, at::Tensor, at::Tensor> call(Args... args) {
     if (const auto keys = copying_device_keys(args...)) {
       return call_through_fallback<Op>(*keys, std::forward<Args>(args)...);
+    }
+    if (const auto queueing = queueing_device(args...)) {
+      return call_cpu_kernel<Op>(ActivityKind::kKernel, device_key_set(queueing->type()), std::forward<Args>(args)...);
     }
     c10::Device device(c10::kCPU);
     auto [a, b, c] = run_on_host<Op>(device, std::forward<Args>(args)...);

@@ -113,11 +113,11 @@ void use_intra_op_threads(int threads) {
   }
 }
 
-void run_queued_kernel(const char* name, c10::Stream stream, uint64_t correlation, int threads,
+void run_queued_kernel(const char* name, c10::Stream stream, ActivityKind kind, uint64_t correlation, int threads,
                        const std::function<void()>& body) {
   use_intra_op_threads(threads);
   const QueuedKernelScope scope(stream);
-  const DeviceActivity activity(name, stream.device(), ActivityKind::kKernel, stream.id(), correlation);
+  const DeviceActivity activity(name, stream.device(), kind, stream.id(), correlation);
   TORCH_CHECK(!device_runtime(stream.device_type()).take_kernel_failure(stream.device_index()), kInjectedFailure);
   body();
 }
@@ -135,7 +135,7 @@ bool runs_over_device_memory(c10::Device device) {
 }
 
 bool queues_kernel(c10::Device device, int64_t work) {
-  if (on_stream_worker_thread() || launch_blocking()) {
+  if (on_stream_worker_thread() || running_kernel_at_launch() || launch_blocking()) {
     return false;
   }
   return work >= kQueuedWorkThreshold ||
@@ -149,7 +149,7 @@ void fail_if_injected(const char* name, c10::Device device) {
   }
 }
 
-void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body) {
+void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body, ActivityKind kind) {
   // A process that exits with kernels queued lets them finish before its
   // statics (which the kernels use) are destroyed.
   static const bool waits_at_exit = std::atexit([] {
@@ -163,11 +163,11 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   const c10::Stream stream = current_stream(device);
   auto kernel = std::make_shared<std::function<void()>>(std::move(body));
   const driver::Stream& queue = runtime_stream(stream);
-  translate_runtime_errors([&] { queue.enqueue([kernel = std::move(kernel), name, stream,
+  translate_runtime_errors([&] { queue.enqueue([kernel = std::move(kernel), name, stream, kind,
                                   correlation = current_correlation_id(), threads = at::get_num_threads()]() mutable {
     std::string failure;
     try {
-      run_queued_kernel(name, stream, correlation, threads, *kernel);
+      run_queued_kernel(name, stream, kind, correlation, threads, *kernel);
     } catch (const std::exception& error) {
       failure = asynchronous_failure(name, stream, error);
     } catch (...) {
@@ -208,7 +208,7 @@ void order_after_queued_work(const char* name, c10::Device device, const LaunchO
   }
   drop_retired_kernels();
   if (options.host_waits) {
-    note_host_wait(device, HostWait::kRequested, name);
+    note_host_wait(device, options.host_wait_cause, name);
     // The host reads a result: a kernel that failed on any stream of the
     // device is reported here, as CUDA reports a sticky error at item().
     raise_pending_kernel_errors(device);
@@ -236,7 +236,7 @@ KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, con
 
 KernelLaunch::KernelLaunch(const char* name, c10::Device device, const std::vector<const void*>& memory,
                            LaunchOptions options)
-    : guard_(device), order_(name, device, options), access_(memory), activity_(name, device, options.kind) {
+    : guard_(device), order_(name, device, options), running_(), access_(memory), activity_(name, device, options.kind) {
   if (options.kind != ActivityKind::kMemcpy) {
     // Every kernel that runs at its launch (the fallback's, hpu's, vendor
     // and compiled kernels) can fail as a faulting kernel does: here.

@@ -26,6 +26,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/SmallVector.h>
 
+#include "launch/sync_debug.h"
+#include "launch/worker_thread.h"
 #include "profiler/device_activity.h"
 #include "driver/memory_access.h"
 
@@ -37,6 +39,9 @@ struct LaunchOptions {
   std::optional<c10::Device> peer = std::nullopt;
   // The host waits for the result (blocking copies to the host, item()).
   bool host_waits = false;
+  // Why, when it does: the program reads a result, or the result's size
+  // depends on the data (nonzero).
+  HostWait host_wait_cause = HostWait::kRequested;
 };
 
 class KernelLaunch {
@@ -57,6 +62,7 @@ class KernelLaunch {
 
   c10::DeviceGuard guard_;
   StreamOrder order_;
+  KernelAtLaunchMark running_;  // what the kernel launches runs inline: it reads the results at once
   driver::MemoryAccess access_;
   DeviceActivity activity_;
 };
@@ -80,8 +86,10 @@ bool runs_over_device_memory(c10::Device device);
 // it would cost more than running it, and running it now keeps the order).
 bool queues_kernel(c10::Device device, int64_t work);
 // Queues `body` on `device`'s current stream; an error it raises there
-// surfaces at the next synchronizing call, naming operator `name`.
-void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body);
+// surfaces at the next synchronizing call, naming operator `name`. `kind`
+// is what torch.profiler shows it as.
+void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body,
+                    ActivityKind kind = ActivityKind::kKernel);
 // Raises the failure torchplug.runtime.inject_kernel_failures asked for, if any.
 void fail_if_injected(const char* name, c10::Device device);
 

@@ -28,14 +28,17 @@ SyncDebugMode sync_debug_mode(c10::DeviceType type) {
 }
 
 void note_host_wait(c10::Device device, HostWait kind, const char* operation, bool flag) {
-  waits[static_cast<size_t>(device.type())][static_cast<size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
+  const HostWait counted = kind == HostWait::kDataDependent ? HostWait::kRequested : kind;
+  waits[static_cast<size_t>(device.type())][static_cast<size_t>(counted)].fetch_add(1, std::memory_order_relaxed);
   const SyncDebugMode mode = sync_debug_mode(device.type());
   if (mode == SyncDebugMode::kDefault || !flag) {
     return;
   }
   const std::string type_name = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
-  const char* why = kind == HostWait::kImplicit
-                        ? ": it runs on the host and waited for the work queued on the stream"
+  const char* why = kind == HostWait::kImplicit ? ": it runs on the host and waited for the work queued on the stream"
+                    : kind == HostWait::kDataDependent
+                        ? ": the size of its result depends on the data, so the host waited for the work queued "
+                          "on the stream"
                         : "";
   TORCH_CHECK(mode != SyncDebugMode::kError, "called a synchronizing ", type_name, " operation (", operation,
               " on ", device, why, ") while torch.", type_name,

@@ -23,6 +23,10 @@ enum class HostWait : int {
   kRequested = 0,
   // An operator that runs on the host waited for the work queued on the stream.
   kImplicit = 1,
+  // An operator whose result's size depends on the data (nonzero, unique)
+  // waited for it, as it does on CUDA: counted as requested, the program's
+  // own choice of operator.
+  kDataDependent = 2,
 };
 
 // Counts a wait of the host for `device` caused by `operation`, and, when

@@ -4,6 +4,7 @@ namespace torchplug {
 namespace {
 
 thread_local bool on_stream_worker = false;
+thread_local int kernels_at_launch = 0;  // nested: a kernel's copy opens its own launch
 
 }  // namespace
 
@@ -12,5 +13,11 @@ bool on_stream_worker_thread() { return on_stream_worker; }
 StreamWorkerMark::StreamWorkerMark() { on_stream_worker = true; }
 
 StreamWorkerMark::~StreamWorkerMark() { on_stream_worker = false; }
+
+bool running_kernel_at_launch() { return kernels_at_launch > 0; }
+
+KernelAtLaunchMark::KernelAtLaunchMark() { ++kernels_at_launch; }
+
+KernelAtLaunchMark::~KernelAtLaunchMark() { --kernels_at_launch; }
 
 }  // namespace torchplug

@@ -1,7 +1,8 @@
 #pragma once
-// Whether the calling thread is a stream worker running a queued kernel. What
-// such a kernel launches in turn runs inline, and nothing on a worker may
-// wait for its own stream. The allocator asks too, so this sits apart from
+// Whether the calling thread is a stream worker running a queued kernel, or
+// runs a kernel at its launch. What such a kernel launches in turn runs
+// inline (it reads the results at once), and nothing on a worker may wait
+// for its own stream. The allocator asks too, so this sits apart from
 // the kernel launch, which depends on the allocator.
 
 namespace torchplug {
@@ -15,6 +16,18 @@ class StreamWorkerMark {
   ~StreamWorkerMark();
   StreamWorkerMark(const StreamWorkerMark&) = delete;
   StreamWorkerMark& operator=(const StreamWorkerMark&) = delete;
+};
+
+// Whether the calling thread runs a kernel at its launch (inside a KernelLaunch).
+bool running_kernel_at_launch();
+
+// Marks the calling thread as running a kernel at its launch while it lives.
+class KernelAtLaunchMark {
+ public:
+  KernelAtLaunchMark();
+  ~KernelAtLaunchMark();
+  KernelAtLaunchMark(const KernelAtLaunchMark&) = delete;
+  KernelAtLaunchMark& operator=(const KernelAtLaunchMark&) = delete;
 };
 
 }  // namespace torchplug

@@ -116,6 +116,36 @@ def test_elementwise_arithmetic_matches_cpu() -> None:
         torch.testing.assert_close(result.cpu(), op(a, b))
 
 
+HPU_OPERATIONS = {
+    "matmul": lambda a, b: a @ b,
+    "add": torch.add,
+    "in-place": lambda a, b: a.clone().mul_(b),
+    "softmax": lambda a, b: torch.softmax(a, dim=1),
+    "two-results": lambda a, b: torch.max(a, dim=1),
+}
+
+
+@pytest.mark.parametrize("operation", HPU_OPERATIONS.values(), ids=HPU_OPERATIONS.keys())
+def test_an_hpu_operator_returns_before_its_result_is_ready(operation) -> None:
+    """hpu's operators run the CPU's kernels over its memory, queued on its
+    stream as the PrivateUse1 devices' kernels are."""
+    a, b = torch.randn(512, 512), torch.randn(512, 512)
+    expected = operation(a, b)
+    on_hpu = a.to("hpu"), b.to("hpu")
+    operation(*on_hpu)
+    torch.hpu.synchronize()
+    torch.hpu._sleep(200)
+    result = operation(*on_hpu)
+    assert not torch.hpu.current_stream().query()  # queued behind the sleep
+    for got, want in zip(_tuple(result), _tuple(expected), strict=True):
+        assert got.device.type == "hpu"
+        assert torch.equal(got.cpu(), want)
+
+
+def _tuple(result) -> tuple[torch.Tensor, ...]:
+    return tuple(result) if isinstance(result, tuple) else (result,)
+
+
 def test_mark_step_waits_for_queued_work() -> None:
     from vhabana_frameworks.torch import core
 

@@ -1,0 +1,239 @@
+#include "kernels/call_shapes.h"
+
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include <ATen/core/Tensor.h>
+
+namespace torchplug {
+namespace {
+
+enum SignatureWord : int64_t {
+  kNone,
+  kTensor,
+  kTensorList,
+  kOptionalTensorList,
+  kInt,
+  kDouble,
+  kBool,
+  kIntList,
+  kDoubleList,
+  kBoolList,
+  kString,
+  kComplex,
+  kDevice
+};
+
+int64_t bits(double value) {
+  int64_t word = 0;
+  std::memcpy(&word, &value, sizeof(word));
+  return word;
+}
+
+std::vector<int64_t> geometry(const at::Tensor& tensor) {
+  std::vector<int64_t> words(tensor.sizes().begin(), tensor.sizes().end());
+  words.insert(words.end(), tensor.strides().begin(), tensor.strides().end());
+  words.push_back(tensor.storage_offset());
+  return words;
+}
+
+}  // namespace
+
+CallSignature::CallSignature(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
+  const size_t count = schema.arguments().size();
+  for (size_t i = stack.size() - count; i < stack.size() && cacheable_; ++i) {
+    add(stack[i]);
+  }
+}
+
+void CallSignature::add_tensor(const at::Tensor& tensor) {
+  if (!tensor.defined()) {
+    words_.push_back(-1);
+    return;
+  }
+  if (tensor.layout() != c10::kStrided || !tensor.has_storage()) {
+    cacheable_ = false;
+    return;
+  }
+  const c10::Device device = tensor.device();
+  const int64_t bits_of_tensor =
+      tensor.is_conj() + 2 * tensor.is_neg() + 4 * tensor.unsafeGetTensorImpl()->is_wrapped_number();
+  words_.insert(words_.end(), {static_cast<int64_t>(device.type()), device.index(),
+                               static_cast<int64_t>(tensor.scalar_type()), tensor.dim(), tensor.storage_offset(),
+                               storage_id(tensor), bits_of_tensor});
+  words_.insert(words_.end(), tensor.sizes().begin(), tensor.sizes().end());
+  words_.insert(words_.end(), tensor.strides().begin(), tensor.strides().end());
+}
+
+// Which of the call's storages the tensor views (in the order they first
+// appear): how the arguments alias is part of the signature.
+int64_t CallSignature::storage_id(const at::Tensor& tensor) {
+  const c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  for (size_t i = 0; i < storages_.size(); ++i) {
+    if (storages_[i] == storage) {
+      return static_cast<int64_t>(i);
+    }
+  }
+  storages_.push_back(storage);
+  return static_cast<int64_t>(storages_.size() - 1);
+}
+
+void CallSignature::add(const c10::IValue& value) {
+  if (value.isNone()) {
+    words_.push_back(kNone);
+  } else if (value.isTensor()) {
+    words_.push_back(kTensor);
+    add_tensor(value.toTensor());
+  } else if (value.isTensorList()) {
+    words_.insert(words_.end(), {kTensorList, static_cast<int64_t>(value.toTensorList().size())});
+    for (const at::Tensor& tensor : value.toTensorList()) {
+      add_tensor(tensor);
+    }
+  } else if (value.isList() && value.toList().elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
+    words_.insert(words_.end(), {kOptionalTensorList, static_cast<int64_t>(value.toListRef().size())});
+    for (const c10::IValue& element : value.toListRef()) {
+      add_tensor(element.isTensor() ? element.toTensor() : at::Tensor());
+    }
+  } else if (value.isInt()) {
+    words_.insert(words_.end(), {kInt, value.toInt()});
+  } else if (value.isSymInt() && value.toSymInt().maybe_as_int().has_value()) {
+    words_.insert(words_.end(), {kInt, *value.toSymInt().maybe_as_int()});
+  } else if (value.isDouble()) {
+    words_.insert(words_.end(), {kDouble, bits(value.toDouble())});
+  } else if (value.isBool()) {
+    words_.insert(words_.end(), {kBool, value.toBool()});
+  } else if (value.isComplexDouble()) {
+    const c10::complex<double> number = value.toComplexDouble();
+    words_.insert(words_.end(), {kComplex, bits(number.real()), bits(number.imag())});
+  } else if (value.isIntList()) {
+    const auto list = value.toIntList();
+    words_.insert(words_.end(), {kIntList, static_cast<int64_t>(list.size())});
+    for (const int64_t element : list) {
+      words_.push_back(element);
+    }
+  } else if (value.isDoubleList()) {
+    const auto list = value.toDoubleList();
+    words_.insert(words_.end(), {kDoubleList, static_cast<int64_t>(list.size())});
+    for (const double element : list) {
+      words_.push_back(bits(element));
+    }
+  } else if (value.isBoolList()) {
+    const auto list = value.toBoolList();
+    words_.insert(words_.end(), {kBoolList, static_cast<int64_t>(list.size())});
+    for (const bool element : list) {
+      words_.push_back(element);
+    }
+  } else if (value.isString()) {
+    const std::string& text = value.toStringRef();
+    words_.insert(words_.end(), {kString, static_cast<int64_t>(text.size())});
+    words_.insert(words_.end(), text.begin(), text.end());
+  } else if (value.isDevice()) {
+    words_.insert(words_.end(), {kDevice, static_cast<int64_t>(value.toDevice().type()), value.toDevice().index()});
+  } else {
+    cacheable_ = false;  // symbolic sizes, generators, script objects
+  }
+}
+
+namespace {
+
+struct WordsHash {
+  size_t operator()(const std::vector<int64_t>& words) const {
+    size_t hash = words.size();
+    for (const int64_t word : words) {
+      hash ^= std::hash<int64_t>{}(word) + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+    }
+    return hash;
+  }
+};
+
+// Remembered answers, per operator; bounded, as a program with changing
+// shapes would grow it without end.
+constexpr size_t kRememberedPerOperator = 256;
+using Answers = std::unordered_map<std::vector<int64_t>, std::vector<ResultShape>, WordsHash>;
+
+std::mutex answers_mutex;
+auto* answers = new std::unordered_map<const c10::FunctionSchema*, Answers>();  // leaked: kernels run at exit
+
+}  // namespace
+
+std::vector<at::Tensor> written_arguments(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
+  const auto& arguments = schema.arguments();
+  const size_t first = stack.size() - arguments.size();
+  std::vector<at::Tensor> written;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].alias_info() != nullptr && stack[first + i].isTensor() && stack[first + i].toTensor().defined()) {
+      written.push_back(stack[first + i].toTensor());
+    }
+  }
+  return written;
+}
+
+std::optional<std::vector<ResultShape>> known_result_shapes(const c10::OperatorHandle& op,
+                                                            const CallSignature& signature) {
+  const std::lock_guard<std::mutex> lock(answers_mutex);
+  const auto known = answers->find(&op.schema());
+  if (known == answers->end()) {
+    return std::nullopt;
+  }
+  const auto found = known->second.find(signature.words());
+  if (found == known->second.end()) {
+    return std::nullopt;
+  }
+  return found->second;
+}
+
+CallToLearn call_to_learn(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                          CallSignature signature) {
+  CallToLearn call{std::move(signature), written_arguments(schema, stack), {}};
+  for (const at::Tensor& tensor : call.written) {
+    call.written_geometry.push_back(geometry(tensor));
+  }
+  return call;
+}
+
+void learn_result_shapes(const c10::OperatorHandle& op, CallToLearn call, const torch::jit::Stack& stack) {
+  for (size_t w = 0; w < call.written.size(); ++w) {
+    if (geometry(call.written[w]) != call.written_geometry[w]) {
+      return;  // resized
+    }
+  }
+  const size_t count = op.schema().returns().size();
+  std::vector<ResultShape> shapes(count);
+  for (size_t i = 0; i < count; ++i) {
+    const c10::IValue& value = stack[stack.size() - count + i];
+    shapes[i].list = value.isTensorList();
+    bool learnable = value.isTensor() || value.isTensorList();
+    map_tensors(value, [&](const at::Tensor& tensor) {
+      ResultTensor& result = shapes[i].tensors.emplace_back();
+      result.defined = tensor.defined();
+      if (!result.defined) {
+        return tensor;
+      }
+      learnable = learnable && tensor.layout() == c10::kStrided && !tensor.device().is_cpu();
+      for (size_t w = 0; w < call.written.size(); ++w) {
+        if (call.written[w].unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+          result.written = static_cast<int>(w);
+        }
+      }
+      result.sizes = tensor.sizes().vec();
+      result.strides = tensor.strides().vec();
+      result.dtype = tensor.scalar_type();
+      return tensor;
+    });
+    if (!learnable) {
+      return;
+    }
+  }
+  const std::lock_guard<std::mutex> lock(answers_mutex);
+  Answers& known = (*answers)[&op.schema()];
+  if (known.size() >= kRememberedPerOperator) {
+    known.clear();
+  }
+  known.emplace(call.signature.words(), std::move(shapes));
+}
+
+}  // namespace torchplug
