@@ -29,7 +29,6 @@ NOT_LAUNCH_PATHS = {
     "test_cli.py": "the command line's reports",
     "test_discrete_device.py": "runs under strict memory, which already launches blocking",
     "test_remote_driver.py": "the device process's start, death and end, which launching does not change",
-    "test_compile.py": "compiled kernels run at launch in either mode",
     "test_deferred_registration.py": "when kernels are registered, in fresh interpreters; no launch order",
     "test_driver_boundary.py": "which driver a backend opens and what doctor shows of it",
     "test_distributed_errors.py": "process-group setup refused with clear errors, before any launch",
