@@ -38,6 +38,7 @@
 
 #include "backend/backend.h"
 #include "kernels/cpu_fallback.h"
+#include "kernels/tensor_arguments.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
 #include "driver/memory_access.h"
@@ -86,25 +87,6 @@ auto run_on_host(c10::Device& device, Args&&... args) {
   return std::apply(
       [](auto&&... converted) { return Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), converted...); },
       host_args);
-}
-
-// Calls `note` on each defined device tensor among `args` (tensors and
-// optional tensors).
-template <typename Note, typename... Args>
-void for_each_device_tensor(const Note& note, const Args&... args) {
-  auto visit = [&note](const auto& value) {
-    using T = std::decay_t<decltype(value)>;
-    if constexpr (std::is_same_v<T, at::Tensor>) {
-      if (value.defined() && !value.device().is_cpu()) {
-        note(value);
-      }
-    } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
-      if (value.has_value() && value->defined() && !value->device().is_cpu()) {
-        note(*value);
-      }
-    }
-  };
-  (visit(args), ...);
 }
 
 // The dense keys of the first device among `args` whose memory the host

@@ -106,6 +106,7 @@
 
 #include "backend/backend.h"
 #include "kernels/cpu_fallback.h"
+#include "kernels/tensor_arguments.h"
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
@@ -357,6 +358,10 @@ struct Direct<Op, native, Return(Args...)> {
     const c10::Device device = kernel_device(Op::name, args...);
     if (!runs_over_device_memory(device)) {
       return call_through_fallback<Op>(device_key_set(device.type()), args...);
+    }
+    if (queues_kernel(device, device_work(args...))) {
+      // Queued as a host call: its results are allocated before it runs.
+      return call_cpu_kernel<Op>(ActivityKind::kKernel, device_key_set(device.type()), args...);
     }
     const KernelLaunch launch(Op::name, device);
     return native(concrete(args)...);

@@ -89,16 +89,57 @@ SchemaFit fit_of_schema(const c10::OperatorHandle& op) {
   return SchemaFit::kQueueable;
 }
 
-// The schema's fit, worked out once per operator.
-SchemaFit schema_fit(const c10::OperatorHandle& op) {
-  static std::mutex mutex;
-  static auto* fits = new std::unordered_map<const c10::FunctionSchema*, SchemaFit>();
-  const std::lock_guard<std::mutex> lock(mutex);
-  auto [entry, inserted] = fits->try_emplace(&op.schema(), SchemaFit::kRunsNow);
-  if (inserted) {
-    entry->second = fit_of_schema(op);
+// The out= overload of an operator whose results are all new tensors: the
+// operator's arguments followed by one written tensor per result. A queued
+// call through it writes its results into the outputs directly, where the
+// functional kernel's would be copied there.
+std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const auto& results = schema.returns();
+  for (const c10::Argument& result : results) {
+    if (result.alias_info() != nullptr || result.type()->kind() != c10::TypeKind::TensorType) {
+      return std::nullopt;
+    }
   }
-  return entry->second;
+  const std::string& overload = schema.overload_name();
+  for (const std::string& candidate : {overload.empty() ? std::string("out") : overload + "_out", std::string("out")}) {
+    const std::optional<c10::OperatorHandle> found = c10::Dispatcher::singleton().findOp({schema.name(), candidate});
+    if (results.empty() || !found.has_value() || !found->hasSchema() ||
+        !found->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) {
+      continue;
+    }
+    const auto& out_arguments = found->schema().arguments();
+    bool matches = out_arguments.size() == arguments.size() + results.size();
+    for (size_t i = 0; matches && i < out_arguments.size(); ++i) {
+      const c10::Argument& argument = out_arguments[i];
+      matches = i < arguments.size()
+                    ? argument.name() == arguments[i].name() && *argument.type() == *arguments[i].type()
+                    : argument.kwarg_only() && argument.alias_info() != nullptr && argument.alias_info()->isWrite() &&
+                          argument.type()->kind() == c10::TypeKind::TensorType;
+    }
+    if (matches) {
+      return found;
+    }
+  }
+  return std::nullopt;
+}
+
+struct OperatorFacts {
+  SchemaFit fit;
+  std::optional<c10::OperatorHandle> out;
+};
+
+// What queueing needs to know of an operator, worked out once.
+const OperatorFacts& operator_facts(const c10::OperatorHandle& op) {
+  static std::mutex mutex;
+  static auto* facts = new std::unordered_map<const c10::FunctionSchema*, OperatorFacts>();
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto found = facts->find(&op.schema());
+  if (found == facts->end()) {
+    found = facts->emplace(&op.schema(), OperatorFacts{fit_of_schema(op), out_variant(op)}).first;
+  }
+  return found->second;  // an unordered_map's elements stay where they are
 }
 
 // The device tensors a queued call reads: found on one host-addressable
@@ -164,7 +205,8 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
   const c10::FunctionSchema& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t first = stack->size() - arguments.size();
-  SchemaFit fit = schema_fit(op);
+  const OperatorFacts& facts = operator_facts(op);
+  SchemaFit fit = facts.fit;
   if (fit == SchemaFit::kQueueableUnlessMasked) {
     fit = has_mask((*stack)[first + 1]) ? SchemaFit::kWaitsForData : SchemaFit::kQueueable;
   }
@@ -247,17 +289,29 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
   }
 
   const char* name = schema.name().c_str();
+  bool outputs_defined = true;
+  for (const c10::IValue& output : outputs) {
+    outputs_defined = outputs_defined && output.isTensor() && output.toTensor().defined();
+  }
+  const std::optional<c10::OperatorHandle> out = outputs_defined ? facts.out : std::nullopt;
   enqueue_kernel(
       name, device,
-      [op, cpu_keys, name, kept_arguments = std::move(kept_arguments), outputs = std::move(outputs)] {
+      [op, out, cpu_keys, name, kept_arguments = std::move(kept_arguments), outputs = std::move(outputs)] {
         HostAliases aliases;
         auto on_host = [&aliases](const at::Tensor& tensor) {
           return tensor.defined() && !tensor.device().is_cpu() ? aliases.alias(tensor) : tensor;
         };
         torch::jit::Stack call;
-        call.reserve(kept_arguments.size());
+        call.reserve(kept_arguments.size() + outputs.size());
         for (const c10::IValue& argument : kept_arguments) {
           call.push_back(map_tensors(argument, on_host));
+        }
+        if (out.has_value()) {
+          for (const c10::IValue& output : outputs) {
+            call.push_back(on_host(output.toTensor()));
+          }
+          out->redispatchBoxed(cpu_keys, &call);
+          return;
         }
         op.redispatchBoxed(cpu_keys, &call);
         for (size_t i = 0; i < outputs.size(); ++i) {
