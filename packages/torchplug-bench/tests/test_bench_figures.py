@@ -90,6 +90,14 @@ def test_a_zoo_step_reports_the_host_waits_its_code_asks_for(monkeypatch) -> Non
     assert f"reads 1/{implicit:g}" in report.as_text()
 
 
+def test_the_matmul_launch_figure_times_the_return_and_the_result() -> None:
+    from torchplug_bench.micro import bench_matmul_launch
+
+    figure = bench_matmul_launch("foo", rounds=3)
+    assert figure.error is None
+    assert figure.value > 0 and figure.baseline_value > 0
+
+
 def test_every_planned_row_is_reported_even_when_a_measuring_process_died() -> None:
     rows = planned_rows(["tiny", "copy"])
     report = Report.from_measurements(
@@ -103,16 +111,18 @@ def test_every_planned_row_is_reported_even_when_a_measuring_process_died() -> N
             "unpinned": {"device": "foo", "error": "the measuring process exited with status -11"},
         },
     )
-    tiny, to_device, to_host = rows
+    tiny, launch, to_device, to_host = rows
     assert [(row, pinning) for row, pinning, _ in report.failed] == [
         (tiny, "unpinned"),
+        (launch, "pinned"),
+        (launch, "unpinned"),
         (to_device, "pinned"),
         (to_device, "unpinned"),
         (to_host, "pinned"),
         (to_host, "unpinned"),
     ]
     text = report.as_text()
-    assert text.count("FAILED") == 5
+    assert text.count("FAILED") == 7
     assert "1.60x NO" in text
     assert "exited with status -11" in text
 

@@ -54,9 +54,12 @@ def _measurements(
 
         return [lambda: [bench_mlp(device, rounds)], lambda: [bench_mlp_sanitizer(device, rounds)]]
     if benchmark == "tiny":
-        from torchplug_bench.micro import bench_tiny_op
+        from torchplug_bench.micro import bench_matmul_launch, bench_tiny_op
 
-        return [lambda: [bench_tiny_op(device, rounds)]]
+        return [
+            lambda: [bench_tiny_op(device, rounds)],
+            lambda: [bench_matmul_launch(device, rounds)],
+        ]
     if benchmark == "copy":
         from torchplug_bench.micro import bench_copies
 

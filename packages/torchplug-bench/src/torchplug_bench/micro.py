@@ -86,6 +86,32 @@ def bench_tiny_op(device: str, rounds: int, row: Row = targets.TINY_OP) -> Figur
     return step_time_figure(row, times, device)
 
 
+def bench_matmul_launch(device: str, rounds: int, row: Row = targets.MATMUL_LAUNCH) -> Figure:
+    """How long a 2000x2000 matmul's launch takes to return, against the time
+    until its result is ready (the launch, then a synchronize): the median of
+    ``rounds`` rounds each."""
+    import statistics
+    import time
+
+    import torch
+
+    module = getattr(torch, torch.device(device).type)
+    a, b = torch.randn(2000, 2000, device=device), torch.randn(2000, 2000, device=device)
+    (a @ b).sum()  # the first call of its signature runs at once: not measured
+    module.synchronize()
+    launches, readies = [], []
+    for _ in range(max(rounds, 3)):
+        started = time.perf_counter()
+        product = a @ b
+        launched = time.perf_counter()
+        module.synchronize()
+        readies.append(time.perf_counter() - started)
+        launches.append(launched - started)
+        del product
+    launch, ready = statistics.median(launches), statistics.median(readies)
+    return Figure(row, ready * 1e3, launch * 1e3)
+
+
 def bench_copies(
     device: str,
     rounds: int,
