@@ -95,7 +95,8 @@ def test_the_matmul_launch_figure_times_the_return_and_the_result() -> None:
 
     figure = bench_matmul_launch("foo", rounds=3)
     assert figure.error is None
-    assert figure.value > 0 and figure.baseline_value > 0
+    assert figure.value > 0
+    assert figure.baseline_value > 0
 
 
 def test_every_planned_row_is_reported_even_when_a_measuring_process_died() -> None:
