@@ -119,10 +119,8 @@ def test_a_failed_kernel_survives_freeing_its_tensors_event_and_stream(
     children, device: str
 ) -> None:
     report = result(children, "failed_kernel_then_everything_freed", device)
-    if device == "hpu":  # synchronous: the failing call raised
-        assert INJECTED in report["raised_at_call"]
-    else:
-        raised(report, "RuntimeError", INJECTED, "aten::mm")
+    assert report["raised_at_call"] is None, report
+    raised(report, "RuntimeError", INJECTED, "aten::mm")
     assert report["after"] == 3.0
 
 
@@ -176,7 +174,7 @@ def test_exact_aliasing_keeps_working(children, device: str) -> None:
     }
 
 
-# Asynchronous errors surface at every synchronizing call (hpu: at the call).
+# Asynchronous errors surface at every synchronizing call, hpu's too.
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -192,11 +190,6 @@ def test_exact_aliasing_keeps_working(children, device: str) -> None:
 )
 def test_a_kernel_error_surfaces(children, name: str, device: str) -> None:
     report = result(children, name, device)
-    if device == "hpu":
-        assert report["raised_at_call"] is not None, report
-        assert INJECTED in report["raised_at_call"], report
-        assert "value" in report, report  # reported once, at the call
-        return
     assert report["raised_at_call"] is None, report
     raised(report, "RuntimeError", INJECTED, "aten::mm")
     if "later_sync" in report:  # reported once

@@ -143,6 +143,8 @@ def freeing_memory_recorded_on_a_busy_stream(device: str) -> dict[str, Any]:
 def failed_kernel_then_everything_freed(device: str) -> dict[str, Any]:
     mod = module(device)
     a = torch.randn(256, 256, device=device)
+    a @ a  # hpu runs a signature's first product at once, to learn its result's shape
+    mod.synchronize()  # before the failure is injected
     side = mod.Stream()
     raised_at_call = None
     with mod.stream(side):
@@ -231,6 +233,8 @@ def failing_kernel_on_a_side_stream(device: str) -> tuple[Any, str | None]:
     side stream and the message if the launch itself raised."""
     mod = module(device)
     a = torch.randn(256, 256, device=device)
+    a @ a  # hpu runs a signature's first product at once, to learn its result's shape
+    mod.synchronize()  # before the failure is injected
     side = mod.Stream()
     with mod.stream(side):
         mod._sleep(50)
@@ -244,8 +248,8 @@ def failing_kernel_on_a_side_stream(device: str) -> tuple[Any, str | None]:
 
 def surfaced(call: Callable[[], Any], raised_at_call: str | None) -> dict[str, Any]:
     """The outcome of ``call``, the first call that must report a failed kernel's
-    error, and the message the kernel's launch raised (hpu, which is
-    synchronous) or None."""
+    error, and the message the kernel's launch raised, or None (the
+    launches are asynchronous on every device)."""
     return {**outcome(call), "raised_at_call": raised_at_call}
 
 
