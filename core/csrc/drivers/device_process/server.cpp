@@ -326,11 +326,9 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
       answer.values[0] = value_of(args.stream);
       return;
     }
-    case Op::kStreamDestroy: {
-      TPD_Stream_Destroy_Args args{TPD_Stream_Destroy_Args_STRUCT_SIZE, client, stream};
-      check(api_.stream_destroy(&args));
+    case Op::kStreamDestroy:
+      call(api_.stream_destroy, TPD_Stream_Destroy_Args{TPD_Stream_Destroy_Args_STRUCT_SIZE, client, stream});
       return;
-    }
     case Op::kStreamQuery:
     case Op::kStreamSynchronize:
     case Op::kStreamWaitIdle: {
@@ -343,11 +341,10 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
       answer.values[1] = static_cast<uint64_t>(args.failed);
       return;
     }
-    case Op::kStreamWaitEvent: {
-      TPD_Stream_WaitEvent_Args args{TPD_Stream_WaitEvent_Args_STRUCT_SIZE, client, stream, event};
-      check(api_.stream_wait_event(&args));
+    case Op::kStreamWaitEvent:
+      call(api_.stream_wait_event,
+           TPD_Stream_WaitEvent_Args{TPD_Stream_WaitEvent_Args_STRUCT_SIZE, client, stream, event});
       return;
-    }
     case Op::kStreamLaunchHostFunction: {
       auto call = std::make_unique<RemoteHostFunction>(
           RemoteHostFunction{this, request.client, request.stream, request.function, request.user_data});
@@ -373,11 +370,9 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
       answer.values[0] = static_cast<uint64_t>(args.completed);
       return;
     }
-    case Op::kEventRecord: {
-      TPD_Event_Record_Args args{TPD_Event_Record_Args_STRUCT_SIZE, client, event, stream};
-      check(api_.event_record(&args));
+    case Op::kEventRecord:
+      call(api_.event_record, TPD_Event_Record_Args{TPD_Event_Record_Args_STRUCT_SIZE, client, event, stream});
       return;
-    }
     case Op::kEventElapsedTime: {
       TPD_Event_ElapsedTime_Args args{TPD_Event_ElapsedTime_Args_STRUCT_SIZE, client, event,
                                       handle_of<TPD_Event>(request.end_event), 0.0};

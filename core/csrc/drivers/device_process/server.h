@@ -77,6 +77,11 @@ class Server {
   }
   // Throws Failure when `error` is not NULL (and destroys it).
   void check(TPD_Error* error);
+  // Runs a driver call with no outputs, raising its error as a Failure.
+  template <typename Args>
+  void call(TPD_Error* (*function)(Args*), Args args) {
+    check(function(&args));
+  }
   void enqueue_host_function(uint64_t client, uint64_t stream, TPD_HostFunction function, void* data);
 
   const TPD_Api& api_;
