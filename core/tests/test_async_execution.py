@@ -233,6 +233,63 @@ def test_a_cpu_kernel_on_device_memory_is_queued_and_gives_the_cpus_values(
         assert got.stride() == want.stride()
 
 
+def _draws(device: str, seeds: list[int], busy: bool = False) -> list[torch.Tensor]:
+    """Three random operators per seed, each seeded as the program says;
+    `busy`: behind a long kernel each time."""
+    results = []
+    for seed in seeds:
+        torch.manual_seed(seed)  # waits for the draws queued before it
+        if busy:
+            torch.foo._sleep(LONG_MS)
+        x = torch.empty(64, 64, device=device)
+        results += [x.bernoulli_(0.3).clone(), x.uniform_(), torch.rand_like(x).normal_(2.0, 0.5)]
+    return results
+
+
+def test_random_operators_queue_and_draw_the_cpus_numbers_in_program_order(device: str) -> None:
+    expected = _draws("cpu", [1, 2])
+    _draws(device, [0])  # the first calls of each signature run at once and are learned
+    got = _draws(device, [1, 2], busy=True)
+    assert not torch.foo.current_stream().query()  # the last ones returned, queued
+    for drawn, want in zip(got, expected, strict=True):
+        assert torch.equal(drawn.cpu(), want)
+
+
+def test_a_random_operator_on_another_stream_waits_for_the_queued_draws(device: str) -> None:
+    torch.manual_seed(3)
+    want = [torch.empty(64, 64).bernoulli_(0.3) for _ in range(2)]
+    _draws(device, [0])
+    torch.manual_seed(3)
+    torchplug.runtime.reset_host_synchronizations(device)
+    torch.foo._sleep(LONG_MS)
+    first = torch.empty(64, 64, device=device).bernoulli_(0.3)
+    with torch.foo.stream(torch.foo.Stream()):
+        second = torch.empty(64, 64, device=device).bernoulli_(0.3)  # runs now, after the first
+        torch.foo.current_stream().synchronize()
+    assert torchplug.runtime.host_synchronizations(device).implicit == 1
+    assert torch.equal(first.cpu(), want[0])
+    assert torch.equal(second.cpu(), want[1])
+
+
+def test_reading_the_generator_state_waits_for_the_queued_draws(device: str) -> None:
+    _draws(device, [0])
+    torch.manual_seed(4)
+    torch.foo._sleep(LONG_MS)
+    torch.empty(64, 64, device=device).bernoulli_(0.3)
+    state = torch.foo.get_rng_state()  # after the queued draw
+    after = torch.empty(64, 64, device=device).bernoulli_(0.3)
+    torch.foo.set_rng_state(state)
+    assert torch.equal(torch.empty(64, 64, device=device).bernoulli_(0.3).cpu(), after.cpu())
+
+
+def test_a_call_with_a_sparse_result_runs_on_the_host_every_time(device: str) -> None:
+    x = torch.arange(24.0).view(4, 6)
+    for _ in range(2):
+        torch.foo._sleep(LONG_MS)
+        sparse = x.to(device).to_sparse_csr()  # nothing to learn: a sparse result has no strides
+        assert torch.equal(sparse.to_dense().cpu(), x)
+
+
 def test_a_queued_host_call_raises_its_shape_errors_at_the_launch(device: str) -> None:
     x = torch.randn(256, 256, device=device)
     torch.foo._sleep(LONG_MS)
@@ -264,7 +321,9 @@ def test_host_synchronizations_counts_each_wait_by_its_cause(device: str) -> Non
     torch.foo._sleep(LONG_MS)
     product = (a @ b).add_(pinned.to(device, non_blocking=True))  # queued: no wait
     assert torchplug.runtime.host_synchronizations(device) == (0, 0)
-    product.bernoulli_(0.5)  # random: it runs on the host, after the queued kernels
+    # The first call of a signature runs on the host, after the queued kernels
+    # (the shapes of its results are learned from it).
+    torch.special.bessel_j0(product[:3, :101])
     assert torchplug.runtime.host_synchronizations(device) == (0, 1)
     product.nonzero()  # its size depends on the data: the program's choice, as on CUDA
     product.sum().item()  # the program reads a result

@@ -25,13 +25,23 @@ enum SignatureWord : int64_t {
   kBoolList,
   kString,
   kComplex,
-  kDevice
+  kDevice,
+  kGenerator
 };
 
 int64_t bits(double value) {
   int64_t word = 0;
   std::memcpy(&word, &value, sizeof(word));
   return word;
+}
+
+// A list value: its kind, its length, then each element as a word.
+template <typename List, typename ToWord>
+void add_list(std::vector<int64_t>& words, SignatureWord kind, const List& list, ToWord to_word) {
+  words.insert(words.end(), {kind, static_cast<int64_t>(list.size())});
+  for (const auto element : list) {
+    words.push_back(to_word(element));
+  }
 }
 
 std::vector<int64_t> geometry(const at::Tensor& tensor) {
@@ -110,31 +120,21 @@ void CallSignature::add(const c10::IValue& value) {
     const c10::complex<double> number = value.toComplexDouble();
     words_.insert(words_.end(), {kComplex, bits(number.real()), bits(number.imag())});
   } else if (value.isIntList()) {
-    const auto list = value.toIntList();
-    words_.insert(words_.end(), {kIntList, static_cast<int64_t>(list.size())});
-    for (const int64_t element : list) {
-      words_.push_back(element);
-    }
+    add_list(words_, kIntList, value.toIntList(), [](int64_t element) { return element; });
   } else if (value.isDoubleList()) {
-    const auto list = value.toDoubleList();
-    words_.insert(words_.end(), {kDoubleList, static_cast<int64_t>(list.size())});
-    for (const double element : list) {
-      words_.push_back(bits(element));
-    }
+    add_list(words_, kDoubleList, value.toDoubleList(), bits);
   } else if (value.isBoolList()) {
-    const auto list = value.toBoolList();
-    words_.insert(words_.end(), {kBoolList, static_cast<int64_t>(list.size())});
-    for (const bool element : list) {
-      words_.push_back(element);
-    }
+    add_list(words_, kBoolList, value.toBoolList(), [](bool element) { return static_cast<int64_t>(element); });
   } else if (value.isString()) {
     const std::string& text = value.toStringRef();
     words_.insert(words_.end(), {kString, static_cast<int64_t>(text.size())});
     words_.insert(words_.end(), text.begin(), text.end());
   } else if (value.isDevice()) {
     words_.insert(words_.end(), {kDevice, static_cast<int64_t>(value.toDevice().type()), value.toDevice().index()});
+  } else if (value.isGenerator()) {
+    words_.push_back(kGenerator);  // which one is no matter to the results' shapes
   } else {
-    cacheable_ = false;  // symbolic sizes, generators, script objects
+    cacheable_ = false;  // symbolic sizes, script objects
   }
 }
 
@@ -214,6 +214,9 @@ void learn_result_shapes(const c10::OperatorHandle& op, CallToLearn call, const 
         return tensor;
       }
       learnable = learnable && tensor.layout() == c10::kStrided && !tensor.device().is_cpu();
+      if (!learnable) {
+        return tensor;  // a sparse result has no strides to learn
+      }
       for (size_t w = 0; w < call.written.size(); ++w) {
         if (call.written[w].unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
           result.written = static_cast<int>(w);

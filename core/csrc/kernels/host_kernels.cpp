@@ -106,20 +106,15 @@ std::optional<c10::DispatchKeySet> copying_device_keys(const Args&... args) {
   return keys;
 }
 
-// The device of a call that would be queued on the device's stream (see
-// queues_kernel): such calls take the boxed path, which queues them once
-// their results' shapes are known (see queue_host_call).
+// The device of a call that may be queued on the device's stream (see
+// launches_may_queue): such calls take the boxed path, which learns the
+// shapes of their results from their first call and queues the later ones
+// when their stream is busy or their work large (see queue_host_call).
 template <typename... Args>
 std::optional<c10::Device> queueing_device(const Args&... args) {
   std::optional<c10::Device> device;
-  int64_t work = 0;
-  for_each_device_tensor(
-      [&](const at::Tensor& tensor) {
-        device = device.value_or(tensor.device());
-        work += tensor.numel();
-      },
-      args...);
-  return device.has_value() && queues_kernel(*device, work) ? device : std::nullopt;
+  for_each_device_tensor([&](const at::Tensor& tensor) { device = device.value_or(tensor.device()); }, args...);
+  return device.has_value() && launches_may_queue() ? device : std::nullopt;
 }
 
 template <typename Op, typename Schema = typename Op::schema>

@@ -106,7 +106,6 @@
 
 #include "backend/backend.h"
 #include "kernels/cpu_fallback.h"
-#include "kernels/tensor_arguments.h"
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
@@ -359,8 +358,8 @@ struct Direct<Op, native, Return(Args...)> {
     if (!runs_over_device_memory(device)) {
       return call_through_fallback<Op>(device_key_set(device.type()), args...);
     }
-    if (queues_kernel(device, device_work(args...))) {
-      // Queued as a host call: its results are allocated before it runs.
+    if (launches_may_queue()) {
+      // A host call: queued once its results' shapes are known (see queue_host_call).
       return call_cpu_kernel<Op>(ActivityKind::kKernel, device_key_set(device.type()), args...);
     }
     const KernelLaunch launch(Op::name, device);

@@ -1,5 +1,6 @@
 #include "kernels/queued_host_call.h"
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include <c10/util/StringUtil.h>
 
 #include "backend/backend.h"
+#include "device/generator.h"
 #include "kernels/call_shapes.h"
 #include "kernels/operator_arguments.h"
 #include "launch/kernel_launch.h"
@@ -47,6 +49,17 @@ bool is_generator(const c10::TypePtr& type) {
   return optional != nullptr && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
 }
 
+// Which argument is the operator's generator, if it takes one.
+std::optional<size_t> generator_argument(const c10::FunctionSchema& schema) {
+  const auto& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (is_generator(arguments[i].type())) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
 bool is_tensor_or_tensor_list(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::TensorType) {
     return true;
@@ -68,15 +81,20 @@ SchemaFit fit_of_schema(const c10::OperatorHandle& op) {
   // A meta kernel cannot read data: an operator with one has results whose
   // shapes follow from the signature (call_shapes.h).
   const bool aten = schema.name().rfind("aten::", 0) == 0;
-  if (!aten || op.hasTag(at::Tag::nondeterministic_seeded) ||
-      !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta) || writes_across_devices(op)) {
+  if (!aten || !op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta) || writes_across_devices(op)) {
+    return SchemaFit::kRunsNow;
+  }
+  // A random operator queues only when it takes its generator as an argument
+  // (the queued call draws from the device's); one that draws from the CPU's
+  // default generator on its own runs now.
+  if (op.hasTag(at::Tag::nondeterministic_seeded) && !generator_argument(schema).has_value()) {
     return SchemaFit::kRunsNow;
   }
   for (const c10::Argument& argument : schema.arguments()) {
     const c10::AliasInfo* alias = argument.alias_info();
     const bool view_or_written_list =
         alias != nullptr && (!alias->isWrite() || argument.type()->kind() != c10::TypeKind::TensorType);
-    if (is_generator(argument.type()) || view_or_written_list) {
+    if (view_or_written_list) {
       return SchemaFit::kRunsNow;
     }
   }
@@ -128,6 +146,7 @@ std::optional<c10::OperatorHandle> out_variant(const c10::OperatorHandle& op) {
 struct OperatorFacts {
   SchemaFit fit;
   std::optional<c10::OperatorHandle> out;
+  std::optional<size_t> generator;
 };
 
 // What queueing needs to know of an operator, worked out once.
@@ -137,7 +156,7 @@ const OperatorFacts& operator_facts(const c10::OperatorHandle& op) {
   const std::lock_guard<std::mutex> lock(mutex);
   auto found = facts->find(&op.schema());
   if (found == facts->end()) {
-    found = facts->emplace(&op.schema(), OperatorFacts{fit_of_schema(op), out_variant(op)}).first;
+    found = facts->emplace(&op.schema(), OperatorFacts{fit_of_schema(op), out_variant(op), generator_argument(op.schema())}).first;
   }
   return found->second;  // an unordered_map's elements stay where they are
 }
@@ -224,8 +243,7 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
       return tensor;
     });
   }
-  if (cpu_keys != c10::DispatchKeySet(c10::DispatchKey::CPU) || !operands.queueable || !operands.device ||
-      !queues_kernel(*operands.device, operands.work)) {
+  if (cpu_keys != c10::DispatchKeySet(c10::DispatchKey::CPU) || !operands.queueable || !operands.device) {
     return {HostCallQueueing::kRunsNow};
   }
   const c10::Device device = *operands.device;
@@ -235,11 +253,27 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
   if (!signature.cacheable()) {
     return {HostCallQueueing::kRunsNow};
   }
+  // A signature is learned from its first call even when that call would
+  // not queue (its stream idle): the next may find the stream busy.
   const std::optional<std::vector<ResultShape>> shapes = known_result_shapes(op, signature);
   if (!shapes.has_value()) {
     return {HostCallQueueing::kRunsNow, device, 0, call_to_learn(schema, *stack, signature)};
   }
+  if (!queues_kernel(device, operands.work)) {
+    return {HostCallQueueing::kRunsNow};
+  }
   const std::vector<at::Tensor> written = written_arguments(schema, *stack);
+  std::optional<QueuedDraw> draw;
+  if (facts.generator.has_value()) {
+    const c10::IValue& chosen = (*stack)[first + *facts.generator];
+    const at::Generator generator = chosen.isNone() ? default_generator(device) : chosen.toGenerator();
+    if (is_device_generator(generator, device)) {
+      draw = queue_draw(generator, current_stream(device));
+    }
+    if (!draw.has_value()) {
+      return {HostCallQueueing::kRunsNow};  // a host generator, or draws pending on another stream
+    }
+  }
 
   // What the queued kernel keeps: views of the device memory (not owning
   // it), and copies of host tensors, which the program may change once the
@@ -258,7 +292,8 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
   std::vector<c10::IValue> kept_arguments;
   kept_arguments.reserve(arguments.size());
   for (size_t i = 0; i < arguments.size(); ++i) {
-    kept_arguments.push_back(map_tensors((*stack)[first + i], kept));
+    kept_arguments.push_back(facts.generator == i ? c10::IValue(draw->engine)
+                                                  : map_tensors((*stack)[first + i], kept));
   }
   const size_t num_results = schema.returns().size();
   std::vector<c10::IValue> results;  // the caller's
@@ -296,7 +331,10 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
   const std::optional<c10::OperatorHandle> out = outputs_defined ? facts.out : std::nullopt;
   enqueue_kernel(
       name, device,
-      [op, out, cpu_keys, name, kept_arguments = std::move(kept_arguments), outputs = std::move(outputs)] {
+      [op, out, cpu_keys, name, kept_arguments = std::move(kept_arguments), outputs = std::move(outputs),
+       pending_draw = draw.has_value() ? draw->pending : nullptr]() mutable {
+        // The draw is done once the kernel ran (or failed); the kernel itself is kept a while longer.
+        const std::shared_ptr<void> draw_done = std::move(pending_draw);
         HostAliases aliases;
         auto on_host = [&aliases](const at::Tensor& tensor) {
           return tensor.defined() && !tensor.device().is_cpu() ? aliases.alias(tensor) : tensor;

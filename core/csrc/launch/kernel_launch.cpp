@@ -76,7 +76,8 @@ class QueuedKernelScope {
   explicit QueuedKernelScope(c10::Stream stream)
       : device_(stream.device()),
         excluded_(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
-                                       c10::DispatchKey::PythonDispatcher})) {
+                                       c10::DispatchKey::PythonDispatcher})),
+        on_worker_(RunningKernel::kQueuedOnWorker) {
     set_current_stream(stream);
   }
   QueuedKernelScope(const QueuedKernelScope&) = delete;
@@ -87,7 +88,7 @@ class QueuedKernelScope {
   at::AutoDispatchBelowADInplaceOrView below_autograd_;
   c10::impl::ExcludeDispatchKeyGuard excluded_;
   // What the kernel launches in turn (a CPU kernel dispatching a copy) runs inline, in order.
-  StreamWorkerMark on_worker_;
+  RunningKernelMark on_worker_;
 };
 
 // What a queued kernel's failure reports at the next synchronizing call: the
@@ -134,8 +135,10 @@ bool runs_over_device_memory(c10::Device device) {
   return !driver::strict_memory() && identity.kind->iterator_sees_data && identity.host_addressable;
 }
 
+bool launches_may_queue() { return !on_stream_worker_thread() && !running_kernel_at_launch() && !launch_blocking(); }
+
 bool queues_kernel(c10::Device device, int64_t work) {
-  if (on_stream_worker_thread() || running_kernel_at_launch() || launch_blocking()) {
+  if (!launches_may_queue()) {
     return false;
   }
   return work >= kQueuedWorkThreshold ||
@@ -236,7 +239,11 @@ KernelLaunch::StreamOrder::StreamOrder(const char* name, c10::Device device, con
 
 KernelLaunch::KernelLaunch(const char* name, c10::Device device, const std::vector<const void*>& memory,
                            LaunchOptions options)
-    : guard_(device), order_(name, device, options), running_(), access_(memory), activity_(name, device, options.kind) {
+    : guard_(device),
+      order_(name, device, options),
+      running_(RunningKernel::kAtLaunch),
+      access_(memory),
+      activity_(name, device, options.kind) {
   if (options.kind != ActivityKind::kMemcpy) {
     // Every kernel that runs at its launch (the fallback's, hpu's, vendor
     // and compiled kernels) can fail as a faulting kernel does: here.

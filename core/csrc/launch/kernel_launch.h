@@ -62,7 +62,7 @@ class KernelLaunch {
 
   c10::DeviceGuard guard_;
   StreamOrder order_;
-  KernelAtLaunchMark running_;  // what the kernel launches runs inline: it reads the results at once
+  RunningKernelMark running_;  // what the kernel launches runs inline: it reads the results at once
   driver::MemoryAccess access_;
   DeviceActivity activity_;
 };
@@ -85,6 +85,9 @@ bool runs_over_device_memory(c10::Device device);
 // when launches block, and not a small kernel whose stream is idle (queueing
 // it would cost more than running it, and running it now keeps the order).
 bool queues_kernel(c10::Device device, int64_t work);
+// Whether any kernel this thread launches may be queued: not on a stream's
+// worker, not inside a kernel that runs at its launch, not when launches block.
+bool launches_may_queue();
 // Queues `body` on `device`'s current stream; an error it raises there
 // surfaces at the next synchronizing call, naming operator `name`. `kind`
 // is what torch.profiler shows it as.

@@ -10,14 +10,22 @@ thread_local int kernels_at_launch = 0;  // nested: a kernel's copy opens its ow
 
 bool on_stream_worker_thread() { return on_stream_worker; }
 
-StreamWorkerMark::StreamWorkerMark() { on_stream_worker = true; }
-
-StreamWorkerMark::~StreamWorkerMark() { on_stream_worker = false; }
-
 bool running_kernel_at_launch() { return kernels_at_launch > 0; }
 
-KernelAtLaunchMark::KernelAtLaunchMark() { ++kernels_at_launch; }
+RunningKernelMark::RunningKernelMark(RunningKernel kind) : kind_(kind) {
+  if (kind_ == RunningKernel::kQueuedOnWorker) {
+    on_stream_worker = true;
+  } else {
+    ++kernels_at_launch;
+  }
+}
 
-KernelAtLaunchMark::~KernelAtLaunchMark() { --kernels_at_launch; }
+RunningKernelMark::~RunningKernelMark() {
+  if (kind_ == RunningKernel::kQueuedOnWorker) {
+    on_stream_worker = false;
+  } else {
+    --kernels_at_launch;
+  }
+}
 
 }  // namespace torchplug

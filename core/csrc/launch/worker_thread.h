@@ -9,25 +9,21 @@ namespace torchplug {
 
 bool on_stream_worker_thread();
 
-// Marks the calling thread as running a queued kernel while it lives.
-class StreamWorkerMark {
- public:
-  StreamWorkerMark();
-  ~StreamWorkerMark();
-  StreamWorkerMark(const StreamWorkerMark&) = delete;
-  StreamWorkerMark& operator=(const StreamWorkerMark&) = delete;
-};
-
 // Whether the calling thread runs a kernel at its launch (inside a KernelLaunch).
 bool running_kernel_at_launch();
 
-// Marks the calling thread as running a kernel at its launch while it lives.
-class KernelAtLaunchMark {
+enum class RunningKernel { kQueuedOnWorker, kAtLaunch };
+
+// Marks the calling thread as running a kernel of that kind while it lives.
+class RunningKernelMark {
  public:
-  KernelAtLaunchMark();
-  ~KernelAtLaunchMark();
-  KernelAtLaunchMark(const KernelAtLaunchMark&) = delete;
-  KernelAtLaunchMark& operator=(const KernelAtLaunchMark&) = delete;
+  explicit RunningKernelMark(RunningKernel kind);
+  ~RunningKernelMark();
+  RunningKernelMark(const RunningKernelMark&) = delete;
+  RunningKernelMark& operator=(const RunningKernelMark&) = delete;
+
+ private:
+  RunningKernel kind_;
 };
 
 }  // namespace torchplug
