@@ -11,6 +11,7 @@
 // saved statistics in evaluation).
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -76,6 +77,48 @@ CallToLearn call_to_learn(const c10::FunctionSchema& schema, const torch::jit::S
 
 // Records the results at the top of `stack` of the call `call` describes.
 void learn_result_shapes(const c10::OperatorHandle& op, CallToLearn call, const torch::jit::Stack& stack);
+
+// Learns the results of an unboxed kernel's call that runs at once on an
+// idle stream, so that a later call of its signature on a busy stream is
+// queued (a kernel alternating between the two would otherwise wait each
+// time it meets a busy stream with a signature it has not learned). Boxing
+// the arguments costs far less than the boxed path's host call would.
+template <typename Op>
+class LearnedAtOnce {
+ public:
+  template <typename... Args>
+  explicit LearnedAtOnce(const Args&... args) {
+    torch::jit::push(stack_, args...);
+    CallSignature signature(handle().schema(), stack_);
+    if (signature.cacheable() && !known_result_shapes(handle(), signature).has_value()) {
+      call_ = call_to_learn(handle().schema(), stack_, std::move(signature));
+    }
+  }
+
+  void learn(const at::Tensor& result) {
+    if (call_.has_value()) {
+      torch::jit::push(stack_, result);
+      learn_result_shapes(handle(), *std::move(call_), stack_);
+    }
+  }
+
+  template <typename... Results>
+  void learn(const std::tuple<Results...>& results) {
+    if (call_.has_value()) {
+      std::apply([this](const auto&... result) { torch::jit::push(stack_, result...); }, results);
+      learn_result_shapes(handle(), *std::move(call_), stack_);
+    }
+  }
+
+ private:
+  static const c10::OperatorHandle& handle() {
+    static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    return op;
+  }
+
+  torch::jit::Stack stack_;
+  std::optional<CallToLearn> call_;
+};
 
 // Calls `convert` on each tensor `value` holds (a tensor, a list of tensors,
 // a list of optional tensors), and gives back `value` with the converted ones.

@@ -23,7 +23,6 @@
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/ops/add_ops.h>
-#include <ATen/ops/result_type.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/zero_ops.h>
@@ -37,8 +36,10 @@
 #include <ATen/ops/sub_ops.h>
 
 #include "backend/backend.h"
+#include "kernels/call_shapes.h"
 #include "kernels/cpu_fallback.h"
 #include "kernels/tensor_arguments.h"
+#include "kernels/wrapped_numbers.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
 #include "driver/memory_access.h"
@@ -106,15 +107,20 @@ std::optional<c10::DispatchKeySet> copying_device_keys(const Args&... args) {
   return keys;
 }
 
-// The device of a call that may be queued on the device's stream (see
-// launches_may_queue): such calls take the boxed path, which learns the
-// shapes of their results from their first call and queues the later ones
-// when their stream is busy or their work large (see queue_host_call).
+// The device of a call that would be queued on the device's stream (see
+// queues_kernel): such calls take the boxed path, which queues them once
+// their results' shapes are known (see queue_host_call).
 template <typename... Args>
 std::optional<c10::Device> queueing_device(const Args&... args) {
   std::optional<c10::Device> device;
-  for_each_device_tensor([&](const at::Tensor& tensor) { device = device.value_or(tensor.device()); }, args...);
-  return device.has_value() && launches_may_queue() ? device : std::nullopt;
+  int64_t work = 0;
+  for_each_device_tensor(
+      [&](const at::Tensor& tensor) {
+        device = device.value_or(tensor.device());
+        work += tensor.numel();
+      },
+      args...);
+  return device.has_value() && queues_kernel(*device, work) ? device : std::nullopt;
 }
 
 template <typename Op, typename Schema = typename Op::schema>
@@ -129,9 +135,11 @@ struct OnHost<Op, at::Tensor(Args...)> {
     if (const auto queueing = queueing_device(args...)) {
       return call_cpu_kernel<Op>(ActivityKind::kKernel, device_key_set(queueing->type()), std::forward<Args>(args)...);
     }
+    LearnedAtOnce<Op> learned(args...);
     c10::Device device(c10::kCPU);
-    at::Tensor result = run_on_host<Op>(device, std::forward<Args>(args)...);
-    return adopt_host_tensor(result, device);
+    at::Tensor result = adopt_host_tensor(run_on_host<Op>(device, std::forward<Args>(args)...), device);
+    learned.learn(result);
+    return result;
   }
 };
 
@@ -144,10 +152,13 @@ struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
     if (const auto queueing = queueing_device(args...)) {
       return call_cpu_kernel<Op>(ActivityKind::kKernel, device_key_set(queueing->type()), std::forward<Args>(args)...);
     }
+    LearnedAtOnce<Op> learned(args...);
     c10::Device device(c10::kCPU);
     auto [a, b, c] = run_on_host<Op>(device, std::forward<Args>(args)...);
     auto adopt = [&](const at::Tensor& t) { return t.defined() ? adopt_host_tensor(t, device) : t; };
-    return {adopt(a), adopt(b), adopt(c)};
+    std::tuple<at::Tensor, at::Tensor, at::Tensor> results{adopt(a), adopt(b), adopt(c)};
+    learned.learn(results);
+    return results;
   }
 };
 
@@ -172,14 +183,12 @@ std::optional<at::Tensor> device_loop_operand(const at::Tensor& self, const at::
   }
   // Not into bf16 or half: with a scalar operand, the CPU's loops compute in
   // float with the scalar as given, not rounded to self's dtype first.
-  const bool castable = !at::isReducedFloatingType(self.scalar_type()) &&
-                        (other.device() == self.device() ||
-                         (other.device().is_cpu() && other.dim() == 0 &&
-                          other.unsafeGetTensorImpl()->is_wrapped_number()));
-  if (castable && at::result_type(self, other) == self.scalar_type()) {
-    return other.to(self.scalar_type());
+  const bool number = other.device().is_cpu() && other.dim() == 0 && is_wrapped_number(other);
+  const bool castable = !at::isReducedFloatingType(self.scalar_type()) && (other.device() == self.device() || number);
+  if (!castable || promoted_type(self, other) != self.scalar_type()) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  return number ? wrapped_number_in(other, self.scalar_type()) : other.to(self.scalar_type());
 }
 
 // The output is allocated on the device by the iterator; the CPU loop then

@@ -35,7 +35,6 @@
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
-#include <ATen/ops/result_type.h>
 #include <ATen/ops/rsqrt_ops.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
@@ -52,6 +51,7 @@
 
 #include "device_kernels/kernel_abi.h"
 #include "kernels/cpu_fallback.h"
+#include "kernels/wrapped_numbers.h"
 #include "kernels/device_copy.h"
 #include "kernels/device_kernel_calls.h"
 #include "registration/device_kernels.h"
@@ -65,7 +65,7 @@ namespace {
 // Python number) that leaves the result's type as the first operand's.
 std::optional<double> host_scalar(const at::Tensor& self, const at::Tensor& other) {
   if (other.dim() != 0 || !other.device().is_cpu() || other.is_complex() ||
-      at::result_type(self, other) != self.scalar_type()) {
+      promoted_type(self, other) != self.scalar_type()) {
     return std::nullopt;
   }
   return other.item<double>();
@@ -187,7 +187,7 @@ std::optional<at::Tensor> binary_on_device(const at::Tensor& self, const at::Ten
   // converted inside the device to the type of the result, as the CPU's loop
   // converts each element before the operation.
   if (self.scalar_type() != other.scalar_type() && !self.device().is_cpu() && other.device() == self.device()) {
-    const c10::ScalarType type = at::result_type(self, other);
+    const c10::ScalarType type = promoted_type(self, other);
     if (!kernel_dtype(type).has_value()) {
       return std::nullopt;
     }

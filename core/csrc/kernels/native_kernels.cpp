@@ -26,7 +26,6 @@
 
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
-#include <ATen/ops/result_type.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/op_registration/adaption.h>
@@ -105,7 +104,10 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "backend/backend.h"
+#include "kernels/call_shapes.h"
 #include "kernels/cpu_fallback.h"
+#include "kernels/tensor_arguments.h"
+#include "kernels/wrapped_numbers.h"
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
 #include "launch/kernel_launch.h"
@@ -358,12 +360,15 @@ struct Direct<Op, native, Return(Args...)> {
     if (!runs_over_device_memory(device)) {
       return call_through_fallback<Op>(device_key_set(device.type()), args...);
     }
-    if (launches_may_queue()) {
-      // A host call: queued once its results' shapes are known (see queue_host_call).
+    if (queues_kernel(device, device_work(args...))) {
+      // Queued as a host call: its results are allocated before it runs.
       return call_cpu_kernel<Op>(ActivityKind::kKernel, device_key_set(device.type()), args...);
     }
+    LearnedAtOnce<Op> learned(args...);
     const KernelLaunch launch(Op::name, device);
-    return native(concrete(args)...);
+    Return results = native(concrete(args)...);
+    learned.learn(results);
+    return results;
   }
 };
 
@@ -402,10 +407,9 @@ at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool kee
 // iterator casts it. Not into bf16 or half, whose CPU loops compute with the
 // number as given: those calls keep it and take the fallback.
 at::Tensor number_in_dtype_of(const at::Tensor& written, const at::Tensor& operand) {
-  if (operand.defined() && operand.unsafeGetTensorImpl()->is_wrapped_number() &&
-      operand.scalar_type() != written.scalar_type() && !at::isReducedFloatingType(written.scalar_type()) &&
-      at::result_type(written, operand) == written.scalar_type()) {
-    return operand.to(written.scalar_type());
+  if (is_wrapped_number(operand) && operand.scalar_type() != written.scalar_type() &&
+      !at::isReducedFloatingType(written.scalar_type()) && promoted_type(written, operand) == written.scalar_type()) {
+    return wrapped_number_in(operand, written.scalar_type());
   }
   return operand;
 }

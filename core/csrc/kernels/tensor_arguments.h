@@ -1,5 +1,6 @@
 #pragma once
 // The tensors among an unboxed kernel's arguments.
+#include <cstdint>
 #include <optional>
 #include <type_traits>
 
@@ -24,6 +25,15 @@ void for_each_device_tensor(const Note& note, const Args&... args) {
     }
   };
   (visit(args), ...);
+}
+
+// The elements the device tensors among `args` hold: the work of a kernel
+// over them, which decides whether queueing it pays (see queues_kernel).
+template <typename... Args>
+int64_t device_work(const Args&... args) {
+  int64_t work = 0;
+  for_each_device_tensor([&work](const at::Tensor& tensor) { work += tensor.numel(); }, args...);
+  return work;
 }
 
 }  // namespace torchplug

@@ -135,10 +135,8 @@ bool runs_over_device_memory(c10::Device device) {
   return !driver::strict_memory() && identity.kind->iterator_sees_data && identity.host_addressable;
 }
 
-bool launches_may_queue() { return !on_stream_worker_thread() && !running_kernel_at_launch() && !launch_blocking(); }
-
 bool queues_kernel(c10::Device device, int64_t work) {
-  if (!launches_may_queue()) {
+  if (on_stream_worker_thread() || running_kernel_at_launch() || launch_blocking()) {
     return false;
   }
   return work >= kQueuedWorkThreshold ||

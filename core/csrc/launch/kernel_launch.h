@@ -85,9 +85,6 @@ bool runs_over_device_memory(c10::Device device);
 // when launches block, and not a small kernel whose stream is idle (queueing
 // it would cost more than running it, and running it now keeps the order).
 bool queues_kernel(c10::Device device, int64_t work);
-// Whether any kernel this thread launches may be queued: not on a stream's
-// worker, not inside a kernel that runs at its launch, not when launches block.
-bool launches_may_queue();
 // Queues `body` on `device`'s current stream; an error it raises there
 // surfaces at the next synchronizing call, naming operator `name`. `kind`
 // is what torch.profiler shows it as.
