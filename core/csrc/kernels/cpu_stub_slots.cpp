@@ -40,7 +40,8 @@ void serve_privateuse1_stubs_from_cpu() {
                  native::sigmoid_backward_stub, native::tanh_backward_stub, native::silu_stub,
                  native::silu_backward_stub, native::threshold_stub, native::mul_stub, native::div_true_stub,
                  native::lerp_kernel_scalar_weight, native::addcmul_stub, native::addcdiv_stub, native::fill_stub,
-                 native::clamp_min_scalar_stub, native::sum_stub>();
+                 native::clamp_min_scalar_stub, native::sum_stub, native::tanh_stub, native::eq_stub,
+                 native::isneginf_stub, native::and_stub>();
 }
 
 }  // namespace torchplug

@@ -97,6 +97,18 @@
 #include <ATen/ops/sum_native.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/all_native.h>
+#include <ATen/ops/all_ops.h>
+#include <ATen/ops/eq_native.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/isneginf_native.h>
+#include <ATen/ops/isneginf_ops.h>
+#include <ATen/ops/tanh_native.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/tril_native.h>
+#include <ATen/ops/tril_ops.h>
+#include <ATen/ops/triu_native.h>
+#include <ATen/ops/triu_ops.h>
 #include <ATen/ops/tanh_backward_native.h>
 #include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/threshold_backward_native.h>
@@ -546,6 +558,13 @@ void register_native_kernels(DeviceKernels& library) {
   library.impl("sigmoid", TORCH_FN((&Structured<ops::sigmoid, cpu::structured_sigmoid_out>::call)));
   library.impl("sigmoid_backward",
                TORCH_FN((&Structured<ops::sigmoid_backward, cpu::structured_sigmoid_backward_out>::call)));
+  library.impl("tanh", TORCH_FN((&Structured<ops::tanh, cpu::structured_tanh_out>::call)));
+  library.impl("eq.Tensor", TORCH_FN((&Structured<ops::eq_Tensor, cpu::structured_eq_Tensor_out>::call)));
+  library.impl("eq.Scalar", TORCH_FN((&Structured<ops::eq_Scalar, cpu::structured_eq_Scalar_out>::call)));
+  library.impl("isneginf", TORCH_FN((&Structured<ops::isneginf, cpu::structured_isneginf_out>::call)));
+  library.impl("all", TORCH_FN((&Structured<ops::all, cpu::structured_all_all_out>::call)));
+  library.impl("tril", TORCH_FN((&Structured<ops::tril, cpu::structured_tril_cpu>::call)));
+  library.impl("triu", TORCH_FN((&Structured<ops::triu, cpu::structured_triu_cpu>::call)));
   library.impl("tanh_backward", TORCH_FN((&Structured<ops::tanh_backward, cpu::structured_tanh_backward_out>::call)));
   library.impl("sum.dim_IntList", TORCH_FN(sum_dim));
   library.impl("nll_loss_forward",
