@@ -10,14 +10,15 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/_foreach_add_native.h>
-#include <ATen/ops/_foreach_addcdiv_native.h>
-#include <ATen/ops/_foreach_addcmul_native.h>
-#include <ATen/ops/_foreach_div_native.h>
-#include <ATen/ops/_foreach_lerp_native.h>
-#include <ATen/ops/_foreach_mul_native.h>
-#include <ATen/ops/_foreach_sqrt_native.h>
+#include <ATen/ops/_foreach_add_ops.h>
+#include <ATen/ops/_foreach_addcdiv_ops.h>
+#include <ATen/ops/_foreach_addcmul_ops.h>
+#include <ATen/ops/_foreach_div_ops.h>
+#include <ATen/ops/_foreach_lerp_ops.h>
+#include <ATen/ops/_foreach_mul_ops.h>
+#include <ATen/ops/_foreach_sqrt_ops.h>
 #include <ATen/ops/empty_like.h>
+#include <c10/core/DispatchKeySet.h>
 #include <c10/core/Scalar.h>
 #include <c10/util/ArrayRef.h>
 
@@ -103,75 +104,81 @@ std::vector<at::Tensor> empty_like_each(at::TensorList self) {
   return results;
 }
 
-// The variants by signature: the device kernel for `kOp` when it covers the
-// call, else torch's per-tensor path `kSlow`. In place, by one value, one per
-// tensor or none (add_, mul_, div_, sqrt_).
-template <ForeachOp kOp, auto kSlow, typename... Value>
-void in_place(at::TensorList self, Value... value) {
-  if (!launch_foreach(kOp, self, self, {}, {}, Scalars(value...))) {
-    kSlow(self, value...);
+// The kernel of foreach operator `AtenOp` (an at::_ops struct), by its
+// signature: the device kernel for `kOp` when it covers the call, else the
+// operator's CPU kernel, torch's per-tensor path (each tensor's operator then
+// dispatches to its device).
+template <typename AtenOp, ForeachOp kOp, typename Schema = typename AtenOp::schema>
+struct Foreach;
+
+constexpr c10::DispatchKeySet kPerTensorPath{c10::DispatchKey::CPU};
+
+// In place, by one value, one per tensor or none (add_, mul_, div_, sqrt_).
+template <typename AtenOp, ForeachOp kOp, typename... Value>
+struct Foreach<AtenOp, kOp, void(at::TensorList, Value...)> {
+  static void call(at::TensorList self, Value... value) {
+    if (!launch_foreach(kOp, self, self, {}, {}, Scalars(value...))) {
+      AtenOp::redispatch(kPerTensorPath, self, value...);
+    }
   }
-}
+};
 
 // New results (mul.Scalar, sqrt).
-template <ForeachOp kOp, auto kSlow, typename... Value>
-std::vector<at::Tensor> out_of_place(at::TensorList self, Value... value) {
-  std::vector<at::Tensor> results = empty_like_each(self);
-  if (!launch_foreach(kOp, results, self, {}, {}, Scalars(value...))) {
-    return kSlow(self, value...);
+template <typename AtenOp, ForeachOp kOp, typename... Value>
+struct Foreach<AtenOp, kOp, std::vector<at::Tensor>(at::TensorList, Value...)> {
+  static std::vector<at::Tensor> call(at::TensorList self, Value... value) {
+    std::vector<at::Tensor> results = empty_like_each(self);
+    if (!launch_foreach(kOp, results, self, {}, {}, Scalars(value...))) {
+      return AtenOp::redispatch(kPerTensorPath, self, value...);
+    }
+    return results;
   }
-  return results;
-}
+};
 
 // add_.List (alpha) and lerp_.Scalar (weight).
-template <ForeachOp kOp, auto kSlow>
-void in_place_binary(at::TensorList self, at::TensorList other, const c10::Scalar& scalar) {
-  if (!launch_foreach(kOp, self, self, other, {}, Scalars(scalar))) {
-    kSlow(self, other, scalar);
+template <typename AtenOp, ForeachOp kOp>
+struct Foreach<AtenOp, kOp, void(at::TensorList, at::TensorList, const c10::Scalar&)> {
+  static void call(at::TensorList self, at::TensorList other, const c10::Scalar& scalar) {
+    if (!launch_foreach(kOp, self, self, other, {}, Scalars(scalar))) {
+      AtenOp::redispatch(kPerTensorPath, self, other, scalar);
+    }
   }
-}
+};
 
 // addcmul_ and addcdiv_, by one value or one per tensor.
-template <ForeachOp kOp, auto kSlow, typename Value>
-void in_place_ternary(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2, Value value) {
-  if (!launch_foreach(kOp, self, self, tensor1, tensor2, Scalars(value))) {
-    kSlow(self, tensor1, tensor2, value);
+template <typename AtenOp, ForeachOp kOp, typename Value>
+struct Foreach<AtenOp, kOp, void(at::TensorList, at::TensorList, at::TensorList, Value)> {
+  static void call(at::TensorList self, at::TensorList tensor1, at::TensorList tensor2, Value value) {
+    if (!launch_foreach(kOp, self, self, tensor1, tensor2, Scalars(value))) {
+      AtenOp::redispatch(kPerTensorPath, self, tensor1, tensor2, value);
+    }
   }
+};
+
+template <typename AtenOp, ForeachOp kOp>
+void foreach(DeviceKernels& library) {
+  library.impl<AtenOp>(TORCH_FN((&Foreach<AtenOp, kOp>::call)));
 }
 
 }  // namespace
 
 void register_foreach_module_kernels(DeviceKernels& library) {
-  namespace native = at::native;
-  using Value = const c10::Scalar&;
-  using Values = c10::ArrayRef<c10::Scalar>;
+  namespace ops = at::_ops;
   using Op = ForeachOp;
-  library.impl("_foreach_add_.Scalar",
-               TORCH_FN((in_place<Op::kAddScalar, native::foreach_tensor_add_scalar_kernel_slow_, Value>)));
-  library.impl("_foreach_add_.ScalarList",
-               TORCH_FN((in_place<Op::kAddScalar, native::foreach_tensor_add_scalarlist_kernel_slow_, Values>)));
-  library.impl("_foreach_add_.List",
-               TORCH_FN((in_place_binary<Op::kAddScaled, native::foreach_tensor_add_list_kernel_slow_>)));
-  library.impl("_foreach_mul_.Scalar",
-               TORCH_FN((in_place<Op::kMulScalar, native::foreach_tensor_mul_scalar_kernel_slow_, Value>)));
-  library.impl("_foreach_mul_.ScalarList",
-               TORCH_FN((in_place<Op::kMulScalar, native::foreach_tensor_mul_scalarlist_kernel_slow_, Values>)));
-  library.impl("_foreach_mul.Scalar",
-               TORCH_FN((out_of_place<Op::kMulScalar, native::foreach_tensor_mul_scalar_kernel_slow, Value>)));
-  library.impl("_foreach_div_.Scalar",
-               TORCH_FN((in_place<Op::kDivScalar, native::foreach_tensor_div_scalar_kernel_slow_, Value>)));
-  library.impl("_foreach_div_.ScalarList",
-               TORCH_FN((in_place<Op::kDivScalar, native::foreach_tensor_div_scalarlist_kernel_slow_, Values>)));
-  library.impl("_foreach_lerp_.Scalar",
-               TORCH_FN((in_place_binary<Op::kLerp, native::foreach_tensor_lerp_list_kernel_slow_>)));
-  library.impl("_foreach_addcmul_.Scalar",
-               TORCH_FN((in_place_ternary<Op::kAddcmul, native::foreach_tensor_addcmul_scalar_slow_, Value>)));
-  library.impl("_foreach_addcdiv_.Scalar",
-               TORCH_FN((in_place_ternary<Op::kAddcdiv, native::foreach_tensor_addcdiv_scalar_slow_, Value>)));
-  library.impl("_foreach_addcdiv_.ScalarList",
-               TORCH_FN((in_place_ternary<Op::kAddcdiv, native::foreach_tensor_addcdiv_scalarlist_slow_, Values>)));
-  library.impl("_foreach_sqrt_", TORCH_FN((in_place<Op::kSqrt, native::foreach_tensor_sqrt_slow_>)));
-  library.impl("_foreach_sqrt", TORCH_FN((out_of_place<Op::kSqrt, native::foreach_tensor_sqrt_slow>)));
+  foreach<ops::_foreach_add__Scalar, Op::kAddScalar>(library);
+  foreach<ops::_foreach_add__ScalarList, Op::kAddScalar>(library);
+  foreach<ops::_foreach_add__List, Op::kAddScaled>(library);
+  foreach<ops::_foreach_mul__Scalar, Op::kMulScalar>(library);
+  foreach<ops::_foreach_mul__ScalarList, Op::kMulScalar>(library);
+  foreach<ops::_foreach_mul_Scalar, Op::kMulScalar>(library);
+  foreach<ops::_foreach_div__Scalar, Op::kDivScalar>(library);
+  foreach<ops::_foreach_div__ScalarList, Op::kDivScalar>(library);
+  foreach<ops::_foreach_lerp__Scalar, Op::kLerp>(library);
+  foreach<ops::_foreach_addcmul__Scalar, Op::kAddcmul>(library);
+  foreach<ops::_foreach_addcdiv__Scalar, Op::kAddcdiv>(library);
+  foreach<ops::_foreach_addcdiv__ScalarList, Op::kAddcdiv>(library);
+  foreach<ops::_foreach_sqrt_, Op::kSqrt>(library);
+  foreach<ops::_foreach_sqrt, Op::kSqrt>(library);
 }
 
 }  // namespace torchplug

@@ -123,12 +123,24 @@ std::optional<c10::Device> queueing_device(const Args&... args) {
   return device.has_value() && queues_kernel(*device, work) ? device : std::nullopt;
 }
 
+// The CPU kernel's outputs taken over as device memory (an output a backward
+// kernel was asked not to compute stays undefined).
+at::Tensor adopt_results(const at::Tensor& result, c10::Device device) {
+  return result.defined() ? adopt_host_tensor(result, device) : result;
+}
+
+template <typename... Results>
+std::tuple<Results...> adopt_results(const std::tuple<Results...>& results, c10::Device device) {
+  return std::apply([&](const auto&... each) { return std::tuple<Results...>{adopt_results(each, device)...}; },
+                    results);
+}
+
 template <typename Op, typename Schema = typename Op::schema>
 struct OnHost;
 
-template <typename Op, typename... Args>
-struct OnHost<Op, at::Tensor(Args...)> {
-  static at::Tensor call(Args... args) {
+template <typename Op, typename Result, typename... Args>
+struct OnHost<Op, Result(Args...)> {
+  static Result call(Args... args) {
     if (const auto keys = copying_device_keys(args...)) {
       return call_through_fallback<Op>(*keys, std::forward<Args>(args)...);
     }
@@ -137,26 +149,7 @@ struct OnHost<Op, at::Tensor(Args...)> {
     }
     LearnedAtOnce<Op> learned(args...);
     c10::Device device(c10::kCPU);
-    at::Tensor result = adopt_host_tensor(run_on_host<Op>(device, std::forward<Args>(args)...), device);
-    learned.learn(result);
-    return result;
-  }
-};
-
-template <typename Op, typename... Args>
-struct OnHost<Op, std::tuple<at::Tensor, at::Tensor, at::Tensor>(Args...)> {
-  static std::tuple<at::Tensor, at::Tensor, at::Tensor> call(Args... args) {
-    if (const auto keys = copying_device_keys(args...)) {
-      return call_through_fallback<Op>(*keys, std::forward<Args>(args)...);
-    }
-    if (const auto queueing = queueing_device(args...)) {
-      return call_cpu_kernel<Op>(ActivityKind::kKernel, device_key_set(queueing->type()), std::forward<Args>(args)...);
-    }
-    LearnedAtOnce<Op> learned(args...);
-    c10::Device device(c10::kCPU);
-    auto [a, b, c] = run_on_host<Op>(device, std::forward<Args>(args)...);
-    auto adopt = [&](const at::Tensor& t) { return t.defined() ? adopt_host_tensor(t, device) : t; };
-    std::tuple<at::Tensor, at::Tensor, at::Tensor> results{adopt(a), adopt(b), adopt(c)};
+    Result results = adopt_results(run_on_host<Op>(device, std::forward<Args>(args)...), device);
     learned.learn(results);
     return results;
   }
@@ -368,7 +361,10 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, c
   return OnHost<at::_ops::histc>::call(self.to(at::kDouble), bins, min, max).to(self.scalar_type());
 }
 
-#define TORCHPLUG_ON_HOST(library, schema_name, op) library.impl(schema_name, TORCH_FN((&OnHost<at::_ops::op>::call)))
+template <typename Op>
+void on_host(DeviceKernels& library) {
+  library.impl<Op>(TORCH_FN((&OnHost<Op>::call)));
+}
 
 }  // namespace
 
@@ -383,13 +379,13 @@ void register_direct_loop_kernels(DeviceKernels& library) {
 }
 
 void register_host_kernels(DeviceKernels& library) {
-  TORCHPLUG_ON_HOST(library, "mean.dim", mean_dim);
+  on_host<at::_ops::mean_dim>(library);
   // The CPU computes float GELU with oneDNN, which only CPU tensors reach.
-  TORCHPLUG_ON_HOST(library, "gelu", gelu);
-  TORCHPLUG_ON_HOST(library, "gelu_backward", gelu_backward);
+  on_host<at::_ops::gelu>(library);
+  on_host<at::_ops::gelu_backward>(library);
   // Without a device kernel, mse_loss reaches the composite that calls
   // mse_loss.out with a 0-d out, which the CPU kernel resizes with a warning.
-  TORCHPLUG_ON_HOST(library, "mse_loss", mse_loss);
+  on_host<at::_ops::mse_loss>(library);
   library.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
   library.impl("histc", TORCH_FN(histc));

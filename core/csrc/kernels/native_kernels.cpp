@@ -538,67 +538,79 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   return self;
 }
 
+// Each registers one ATen operator's kernel under the name its schema gives
+// it, so a registration names the operator once.
+template <typename Op, typename CpuKernel, DeviceCheck check = DeviceCheck::kOperands>
+void structured(DeviceKernels& library) {
+  library.impl<Op>(TORCH_FN((&Structured<Op, CpuKernel, check>::call)));
+}
+
+template <typename Op, typename CpuKernel>
+void in_place(DeviceKernels& library) {
+  library.impl<Op>(TORCH_FN((&InPlace<Op, CpuKernel>::call)));
+}
+
+template <typename Op, auto native>
+void composite(DeviceKernels& library) {
+  library.impl<Op>(TORCH_FN((&Composite<Op, native>::call)));
+}
+
+template <typename Op, auto native>
+void direct(DeviceKernels& library) {
+  library.impl<Op>(TORCH_FN((&Direct<Op, native>::call)));
+}
+
 }  // namespace
 
 void register_native_kernels(DeviceKernels& library) {
   namespace ops = at::_ops;
   namespace cpu = at::native;
-  library.impl("mm", TORCH_FN((&Structured<ops::mm, cpu::structured_mm_out_cpu, DeviceCheck::kNamedArguments>::call)));
-  library.impl("addmm", TORCH_FN((&Structured<ops::addmm, cpu::structured_addmm_out_cpu, DeviceCheck::kNamedArguments>::call)));
   library.impl("bmm", TORCH_FN(bmm));
-  library.impl("pow.Tensor_Scalar",
-               TORCH_FN((&Structured<ops::pow_Tensor_Scalar, cpu::structured_pow_Tensor_Scalar_out>::call)));
-  library.impl("rsqrt", TORCH_FN((&Structured<ops::rsqrt, cpu::structured_rsqrt_out>::call)));
-  library.impl("sqrt", TORCH_FN((&Structured<ops::sqrt, cpu::structured_sqrt_out>::call)));
-  library.impl("neg", TORCH_FN((&Structured<ops::neg, cpu::structured_neg_out>::call)));
-  library.impl("exp", TORCH_FN((&Structured<ops::exp, cpu::structured_exp_out>::call)));
-  library.impl("log", TORCH_FN((&Structured<ops::log, cpu::structured_log_out>::call)));
-  library.impl("sin", TORCH_FN((&Structured<ops::sin, cpu::structured_sin_out>::call)));
-  library.impl("cos", TORCH_FN((&Structured<ops::cos, cpu::structured_cos_out>::call)));
-  library.impl("sigmoid", TORCH_FN((&Structured<ops::sigmoid, cpu::structured_sigmoid_out>::call)));
-  library.impl("sigmoid_backward",
-               TORCH_FN((&Structured<ops::sigmoid_backward, cpu::structured_sigmoid_backward_out>::call)));
-  library.impl("tanh", TORCH_FN((&Structured<ops::tanh, cpu::structured_tanh_out>::call)));
-  library.impl("eq.Tensor", TORCH_FN((&Structured<ops::eq_Tensor, cpu::structured_eq_Tensor_out>::call)));
-  library.impl("eq.Scalar", TORCH_FN((&Structured<ops::eq_Scalar, cpu::structured_eq_Scalar_out>::call)));
-  library.impl("isneginf", TORCH_FN((&Structured<ops::isneginf, cpu::structured_isneginf_out>::call)));
-  library.impl("all", TORCH_FN((&Structured<ops::all, cpu::structured_all_all_out>::call)));
-  library.impl("tril", TORCH_FN((&Structured<ops::tril, cpu::structured_tril_cpu>::call)));
-  library.impl("triu", TORCH_FN((&Structured<ops::triu, cpu::structured_triu_cpu>::call)));
-  library.impl("tanh_backward", TORCH_FN((&Structured<ops::tanh_backward, cpu::structured_tanh_backward_out>::call)));
   library.impl("sum.dim_IntList", TORCH_FN(sum_dim));
-  library.impl("nll_loss_forward",
-               TORCH_FN((&Structured<ops::nll_loss_forward, cpu::structured_nll_loss_forward_out_cpu>::call)));
-  library.impl("nll_loss_backward",
-               TORCH_FN((&Structured<ops::nll_loss_backward, cpu::structured_nll_loss_backward_out_cpu>::call)));
-  library.impl("clamp_min", TORCH_FN((&Structured<ops::clamp_min, cpu::structured_clamp_min_out>::call)));
-  // The CPU's relu is clamp_min(self, 0).
-  library.impl("relu", TORCH_FN((&Composite<ops::relu, &cpu::relu>::call)));
-  library.impl("silu", TORCH_FN((&Structured<ops::silu, cpu::structured_silu_out>::call)));
-  library.impl("silu_backward", TORCH_FN((&Structured<ops::silu_backward, cpu::structured_silu_backward_out>::call)));
-  library.impl("threshold_backward",
-               TORCH_FN((&Structured<ops::threshold_backward, cpu::structured_threshold_backward_out>::call)));
-  library.impl("_softmax", TORCH_FN((&Structured<ops::_softmax, cpu::structured_softmax_cpu_out>::call)));
-  library.impl("_softmax_backward_data",
-               TORCH_FN((&Structured<ops::_softmax_backward_data, cpu::structured_softmax_backward_cpu_out>::call)));
-  library.impl("_log_softmax", TORCH_FN((&Structured<ops::_log_softmax, cpu::structured_log_softmax_cpu_out>::call)));
-  library.impl("_log_softmax_backward_data",
-               TORCH_FN((&Structured<ops::_log_softmax_backward_data,
-                                     cpu::structured_log_softmax_backward_cpu_out>::call)));
   library.impl("mul.out", TORCH_FN(mul_out));
   library.impl("mm.out", TORCH_FN(mm_out));
   library.impl("addmm.out", TORCH_FN(addmm_out));
   library.impl("fill_.Scalar", TORCH_FN(fill_scalar));
-  library.impl("div_.Tensor", TORCH_FN((&InPlace<ops::div__Tensor, cpu::structured_div_out>::call)));
-  library.impl("lerp_.Scalar", TORCH_FN((&InPlace<ops::lerp__Scalar, cpu::structured_lerp_Scalar>::call)));
-  library.impl("addcmul_", TORCH_FN((&InPlace<ops::addcmul_, cpu::structured_addcmul_out>::call)));
-  library.impl("addcdiv_", TORCH_FN((&InPlace<ops::addcdiv_, cpu::structured_addcdiv_out>::call)));
-  library.impl("native_dropout", TORCH_FN((&Composite<ops::native_dropout, &cpu::native_dropout_cpu>::call)));
-  library.impl("native_dropout_backward",
-               TORCH_FN((&Composite<ops::native_dropout_backward, &cpu::native_dropout_backward>::call)));
-  library.impl("native_layer_norm", TORCH_FN((&Direct<ops::native_layer_norm, &cpu::layer_norm_cpu>::call)));
-  library.impl("native_layer_norm_backward",
-               TORCH_FN((&Direct<ops::native_layer_norm_backward, &cpu::layer_norm_backward_cpu>::call)));
+  structured<ops::mm, cpu::structured_mm_out_cpu, DeviceCheck::kNamedArguments>(library);
+  structured<ops::addmm, cpu::structured_addmm_out_cpu, DeviceCheck::kNamedArguments>(library);
+  structured<ops::pow_Tensor_Scalar, cpu::structured_pow_Tensor_Scalar_out>(library);
+  structured<ops::rsqrt, cpu::structured_rsqrt_out>(library);
+  structured<ops::sqrt, cpu::structured_sqrt_out>(library);
+  structured<ops::neg, cpu::structured_neg_out>(library);
+  structured<ops::exp, cpu::structured_exp_out>(library);
+  structured<ops::log, cpu::structured_log_out>(library);
+  structured<ops::sin, cpu::structured_sin_out>(library);
+  structured<ops::cos, cpu::structured_cos_out>(library);
+  structured<ops::sigmoid, cpu::structured_sigmoid_out>(library);
+  structured<ops::sigmoid_backward, cpu::structured_sigmoid_backward_out>(library);
+  structured<ops::tanh, cpu::structured_tanh_out>(library);
+  structured<ops::eq_Tensor, cpu::structured_eq_Tensor_out>(library);
+  structured<ops::eq_Scalar, cpu::structured_eq_Scalar_out>(library);
+  structured<ops::isneginf, cpu::structured_isneginf_out>(library);
+  structured<ops::all, cpu::structured_all_all_out>(library);
+  structured<ops::tril, cpu::structured_tril_cpu>(library);
+  structured<ops::triu, cpu::structured_triu_cpu>(library);
+  structured<ops::tanh_backward, cpu::structured_tanh_backward_out>(library);
+  structured<ops::nll_loss_forward, cpu::structured_nll_loss_forward_out_cpu>(library);
+  structured<ops::nll_loss_backward, cpu::structured_nll_loss_backward_out_cpu>(library);
+  structured<ops::clamp_min, cpu::structured_clamp_min_out>(library);
+  structured<ops::silu, cpu::structured_silu_out>(library);
+  structured<ops::silu_backward, cpu::structured_silu_backward_out>(library);
+  structured<ops::threshold_backward, cpu::structured_threshold_backward_out>(library);
+  structured<ops::_softmax, cpu::structured_softmax_cpu_out>(library);
+  structured<ops::_softmax_backward_data, cpu::structured_softmax_backward_cpu_out>(library);
+  structured<ops::_log_softmax, cpu::structured_log_softmax_cpu_out>(library);
+  structured<ops::_log_softmax_backward_data, cpu::structured_log_softmax_backward_cpu_out>(library);
+  in_place<ops::div__Tensor, cpu::structured_div_out>(library);
+  in_place<ops::lerp__Scalar, cpu::structured_lerp_Scalar>(library);
+  in_place<ops::addcmul_, cpu::structured_addcmul_out>(library);
+  in_place<ops::addcdiv_, cpu::structured_addcdiv_out>(library);
+  // The CPU's relu is clamp_min(self, 0).
+  composite<ops::relu, &cpu::relu>(library);
+  composite<ops::native_dropout, &cpu::native_dropout_cpu>(library);
+  composite<ops::native_dropout_backward, &cpu::native_dropout_backward>(library);
+  direct<ops::native_layer_norm, &cpu::layer_norm_cpu>(library);
+  direct<ops::native_layer_norm_backward, &cpu::layer_norm_backward_cpu>(library);
 }
 
 }  // namespace torchplug

@@ -17,4 +17,14 @@ bool DeviceKernels::given_elsewhere(const char* name) const {
   return op.has_value() && op->hasKernelForDispatchKey(key_);
 }
 
+std::string DeviceKernels::operator_name(const char* qualified_name, const char* overload_name) {
+  std::string_view name(qualified_name);
+  name.remove_prefix(name.find("::") + 2);
+  std::string result(name);
+  if (*overload_name != '\0') {
+    result.append(".").append(overload_name);
+  }
+  return result;
+}
+
 }  // namespace torchplug

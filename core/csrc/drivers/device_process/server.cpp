@@ -274,10 +274,10 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
       return;
     }
     case Op::kMemoryInfo: {
-      TPD_Memory_GetInfo_Args args{TPD_Memory_GetInfo_Args_STRUCT_SIZE, client, device, 0, 0};
-      check(api_.memory_get_info(&args));
-      answer.values[0] = args.free_bytes;
-      answer.values[1] = args.total_bytes;
+      const auto info = call(api_.memory_get_info,
+                             TPD_Memory_GetInfo_Args{TPD_Memory_GetInfo_Args_STRUCT_SIZE, client, device, 0, 0});
+      answer.values[0] = info.free_bytes;
+      answer.values[1] = info.total_bytes;
       return;
     }
     case Op::kMemorySet: {
@@ -319,26 +319,24 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
     case Op::kCopyFromDevice:
       copy_from_device(request, attached);
       return;
-    case Op::kStreamCreate: {
-      TPD_Stream_Create_Args args{TPD_Stream_Create_Args_STRUCT_SIZE, client, device,
-                                  static_cast<int>(request.offset), nullptr};
-      check(api_.stream_create(&args));
-      answer.values[0] = value_of(args.stream);
+    case Op::kStreamCreate:
+      answer.values[0] = value_of(
+          call(api_.stream_create, TPD_Stream_Create_Args{TPD_Stream_Create_Args_STRUCT_SIZE, client, device,
+                                                          static_cast<int>(request.offset), nullptr})
+              .stream);
       return;
-    }
     case Op::kStreamDestroy:
       call(api_.stream_destroy, TPD_Stream_Destroy_Args{TPD_Stream_Destroy_Args_STRUCT_SIZE, client, stream});
       return;
     case Op::kStreamQuery:
     case Op::kStreamSynchronize:
     case Op::kStreamWaitIdle: {
-      TPD_Stream_Query_Args args{TPD_Stream_Query_Args_STRUCT_SIZE, client, stream, 0, 0};
       auto function = request.op == Op::kStreamQuery        ? api_.stream_query
                       : request.op == Op::kStreamSynchronize ? api_.stream_synchronize
                                                              : api_.stream_wait_idle;
-      check(function(&args));
-      answer.values[0] = static_cast<uint64_t>(args.idle);
-      answer.values[1] = static_cast<uint64_t>(args.failed);
+      const auto state = call(function, TPD_Stream_Query_Args{TPD_Stream_Query_Args_STRUCT_SIZE, client, stream, 0, 0});
+      answer.values[0] = static_cast<uint64_t>(state.idle);
+      answer.values[1] = static_cast<uint64_t>(state.failed);
       return;
     }
     case Op::kStreamWaitEvent:
@@ -352,34 +350,31 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
       call.release();  // run_remote_host_function owns it now
       return;
     }
-    case Op::kEventCreate: {
-      TPD_Event_Create_Args args{TPD_Event_Create_Args_STRUCT_SIZE, client, device,
-                                 static_cast<int>(request.offset), nullptr};
-      check(api_.event_create(&args));
-      answer.values[0] = value_of(args.event);
+    case Op::kEventCreate:
+      answer.values[0] = value_of(
+          call(api_.event_create, TPD_Event_Create_Args{TPD_Event_Create_Args_STRUCT_SIZE, client, device,
+                                                        static_cast<int>(request.offset), nullptr})
+              .event);
       return;
-    }
     case Op::kEventDestroy:
     case Op::kEventQuery:
     case Op::kEventSynchronize: {
-      TPD_Event_Query_Args args{TPD_Event_Query_Args_STRUCT_SIZE, client, event, 0};
       auto function = request.op == Op::kEventDestroy ? api_.event_destroy
                       : request.op == Op::kEventQuery ? api_.event_query
                                                       : api_.event_synchronize;
-      check(function(&args));
-      answer.values[0] = static_cast<uint64_t>(args.completed);
+      const auto state = call(function, TPD_Event_Query_Args{TPD_Event_Query_Args_STRUCT_SIZE, client, event, 0});
+      answer.values[0] = static_cast<uint64_t>(state.completed);
       return;
     }
     case Op::kEventRecord:
       call(api_.event_record, TPD_Event_Record_Args{TPD_Event_Record_Args_STRUCT_SIZE, client, event, stream});
       return;
-    case Op::kEventElapsedTime: {
-      TPD_Event_ElapsedTime_Args args{TPD_Event_ElapsedTime_Args_STRUCT_SIZE, client, event,
-                                      handle_of<TPD_Event>(request.end_event), 0.0};
-      check(api_.event_elapsed_time(&args));
-      answer.number = args.milliseconds;
+    case Op::kEventElapsedTime:
+      answer.number = call(api_.event_elapsed_time,
+                           TPD_Event_ElapsedTime_Args{TPD_Event_ElapsedTime_Args_STRUCT_SIZE, client, event,
+                                                      handle_of<TPD_Event>(request.end_event), 0.0})
+                          .milliseconds;
       return;
-    }
     case Op::kEventTimestamp: {
       const auto& profiler = served_extension<TPD_ProfilerExtension>(TPD_EXTENSION_PROFILER, "profiler");
       TPD_Profiler_EventTimestamp_Args args{TPD_Profiler_EventTimestamp_Args_STRUCT_SIZE, client, event, 0};

@@ -77,10 +77,12 @@ class Server {
   }
   // Throws Failure when `error` is not NULL (and destroys it).
   void check(TPD_Error* error);
-  // Runs a driver call with no outputs, raising its error as a Failure.
+  // Runs a driver call, raising its error as a Failure; returns the arguments
+  // with the call's outputs filled in.
   template <typename Args>
-  void call(TPD_Error* (*function)(Args*), Args args) {
+  Args call(TPD_Error* (*function)(Args*), Args args) {
     check(function(&args));
+    return args;
   }
   void enqueue_host_function(uint64_t client, uint64_t stream, TPD_HostFunction function, void* data);
 
