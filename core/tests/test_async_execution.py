@@ -204,6 +204,8 @@ QUEUED_ON_HOST = {
     "fallback-list-result": lambda x: torch.ops.aten._histogramdd_bin_edges(x[:, :2], [3, 5]),
     "fallback-index-from-host": lambda x: x[:, torch.tensor([3, 1, 4, 1, 5])],
     "host-kernel": lambda x: torch.nn.functional.gelu(x),
+    # Its CPU out= kernel resizes the 0-d output on the way (to the elementwise loss's shape).
+    "host-kernel-resizing-its-output": lambda x: torch.nn.functional.mse_loss(x, x.flip(0)),
     "host-kernel-convolution": lambda x: torch.nn.functional.conv2d(
         x.view(4, 4, 64, 64), torch.ones(8, 4, 3, 3, device=x.device)
     ),

@@ -202,14 +202,14 @@ def test_doctor_shows_each_backends_driver() -> None:
     drivers = {entry["device"]: entry["driver"] for entry in report["backends"] if entry["device"]}
     assert drivers["foo"]["loaded"]
     assert drivers["foo"]["name"] == "torchplug simulator"
-    assert drivers["foo"]["interface"] == "1.1"
+    assert drivers["foo"]["interface"] == "1.2"
     assert "host_addressable_memory" in drivers["foo"]["capabilities"]
     text = subprocess.run(
         [str(cli), "doctor"], capture_output=True, text=True, timeout=300, check=False
     ).stdout
     assert "drivers:" in text
     assert "torchplug simulator" in text
-    assert "(interface 1.1)" in text
+    assert "(interface 1.2)" in text
 
 
 def _template_driver(tmp_path: Path) -> Path:

@@ -90,7 +90,7 @@ def test_symbol_versions_are_manylinux(binary: Path) -> None:
 
 
 # Runs in a fresh interpreter that never imports torch. Declares only what it calls; the
-# structs follow torchplug/driver.h (API 1.1) member by member.
+# structs follow torchplug/driver.h (API 1.2) member by member.
 SMOKE_TEST = textwrap.dedent(
     """
     import ctypes, sys
@@ -152,7 +152,7 @@ SMOKE_TEST = textwrap.dedent(
             raise failure
         return arguments
 
-    assert (api.major, api.minor) == (1, 1), (api.major, api.minor)
+    assert (api.major, api.minor) == (1, 2), (api.major, api.minor)
     assert api.struct_size == ctypes.sizeof(Api), (api.struct_size, ctypes.sizeof(Api))
     client = call("client_create", ClientCreate(name=b"sim-test")).client
     count = call("client_device_count", DeviceCount(client=client)).device_count

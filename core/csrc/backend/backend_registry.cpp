@@ -12,6 +12,7 @@
 #include "kernels/cpu_stub_slots.h"
 #include "memory/device_allocator.h"
 #include "device/device_guard.h"
+#include "device/graph.h"
 #include "device/hooks.h"
 #include "memory/host_allocator.h"
 #include "registration/kernels.h"
@@ -109,6 +110,7 @@ const BackendIdentity& register_backend(const std::string& key_name, const std::
   device_allocator(identity.type);
   register_host_allocator(identity.type);
   register_device_guard(identity.type);
+  register_graph(identity.type);
   register_kernels(identity);
   if (kind.register_type_specific != nullptr) {
     kind.register_type_specific();

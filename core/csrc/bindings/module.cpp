@@ -25,6 +25,7 @@
 #include "launch/sync_debug.h"
 #include "bindings/compiled_kernels.h"
 #include "bindings/fallback_report.h"
+#include "bindings/graphs.h"
 #include "bindings/kernel_api.h"
 #include "driver/driver_library.h"
 #include "driver/memory_access.h"
@@ -155,6 +156,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("_kernel_api") = kernel_api_capsule();
   bind_compiled_kernels(m);
   bind_fallback_report(m);
+  bind_graphs(m);
 
   py::register_exception_translator([](std::exception_ptr error) {
     try {
@@ -214,7 +216,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_stream_trace_enabled", &set_stream_trace_enabled);
   m.def("take_stream_trace", [] {
     static const char* kinds[] = {"event_record", "event_wait", "event_synchronize", "event_destroy",
-                                  "stream_synchronize", "device_synchronize", "memory_free", "memory_record_stream"};
+                                  "stream_synchronize", "device_synchronize", "memory_free", "memory_record_stream",
+                                  "graph_capture_begin", "graph_capture_end", "graph_replay", "graph_reset"};
     py::list result;
     for (const TraceEntry& entry : take_stream_trace()) {
       result.append(py::make_tuple(kinds[static_cast<int>(entry.kind)], entry.device.type() == c10::kCPU ? -1 : static_cast<int>(entry.device.index()),

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/device_types.h"
+#include "device/captured_draws.h"
 #include "launch/sync_debug.h"
 #include "launch/worker_thread.h"
 
@@ -59,6 +60,9 @@ class DeviceGenerator final : public c10::GeneratorImpl {
     wait_for_queued_draws(HostWait::kImplicit, "a random operator that runs on the host");
     return engine_;
   }
+
+  // The engine as it is, for a draw a captured graph makes at its replays.
+  const at::Generator& engine() const { return engine_; }
 
   std::optional<QueuedDraw> queue_draw(c10::Stream stream) {
     std::lock_guard<std::mutex> lock(draws_->mutex);
@@ -150,6 +154,9 @@ bool is_device_generator(const at::Generator& generator, c10::Device device) {
 std::optional<QueuedDraw> queue_draw(const at::Generator& device_generator, c10::Stream stream) {
   DeviceGenerator* impl = device_generator_impl(device_generator);
   TORCH_INTERNAL_ASSERT(impl != nullptr, "queue_draw takes a torchplug device generator");
+  if (note_captured_draw(stream, device_generator)) {
+    return QueuedDraw{impl->engine(), nullptr};  // each replay reserves its draws (device/graph.cpp)
+  }
   return impl->queue_draw(stream);
 }
 

@@ -39,6 +39,8 @@ DriverLibrary::DriverLibrary(std::string path, const TPD_Api* api) : path_(std::
   ipc_ = find_extension<TPD_IpcExtension>(*api, TPD_EXTENSION_IPC, TPD_IpcExtension_STRUCT_SIZE);
   kernel_modules_ = find_extension<TPD_KernelModulesExtension>(*api, TPD_EXTENSION_KERNEL_MODULES,
                                                                TPD_KernelModulesExtension_STRUCT_SIZE);
+  graph_capture_ = find_extension<TPD_GraphCaptureExtension>(*api, TPD_EXTENSION_GRAPH_CAPTURE,
+                                                             TPD_GraphCaptureExtension_STRUCT_SIZE);
 }
 
 const DriverLibrary& DriverLibrary::load(const std::string& path) {

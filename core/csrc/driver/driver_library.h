@@ -38,6 +38,7 @@ class DriverLibrary {
   const TPD_ProfilerExtension* profiler() const { return profiler_; }
   const TPD_IpcExtension* ipc() const { return ipc_; }
   const TPD_KernelModulesExtension* kernel_modules() const { return kernel_modules_; }
+  const TPD_GraphCaptureExtension* graph_capture() const { return graph_capture_; }
 
   // Throws the DriverError `error` describes (and destroys it); nothing when null.
   void check(TPD_Error* error) const {
@@ -56,6 +57,7 @@ class DriverLibrary {
   const TPD_ProfilerExtension* profiler_ = nullptr;
   const TPD_IpcExtension* ipc_ = nullptr;
   const TPD_KernelModulesExtension* kernel_modules_ = nullptr;
+  const TPD_GraphCaptureExtension* graph_capture_ = nullptr;
 };
 
 }  // namespace torchplug::driver

@@ -31,6 +31,20 @@ int run_closure(void* user_data, char* message, size_t message_size) {
   return 1;
 }
 
+// Runs a closure a graph keeps: on every launch of the graph, so it stays.
+int run_kept_closure(void* user_data, char* message, size_t message_size) {
+  try {
+    (*static_cast<std::function<void()>*>(user_data))();
+    return 0;
+  } catch (const std::exception& error) {
+    std::strncpy(message, error.what(), message_size - 1);
+  } catch (...) {
+    std::strncpy(message, "unknown exception in work a graph replayed", message_size - 1);
+  }
+  message[message_size - 1] = '\0';
+  return 1;
+}
+
 }  // namespace
 
 Stream::Stream(const DriverLibrary& library, TPD_Client* client, TPD_Stream* handle, int device, int64_t id,
@@ -71,9 +85,16 @@ void Stream::wait_idle() const {
 }
 
 void Stream::enqueue(std::function<void()> task) const {
-  auto* closure = new std::function<void()>(std::move(task));
   auto args = stream_args<TPD_Stream_LaunchHostFunction_Args>(TPD_Stream_LaunchHostFunction_Args_STRUCT_SIZE,
                                                               client_, handle_);
+  if (KeptClosures* kept = capture_.load(std::memory_order_acquire)) {
+    kept->push_back(std::make_unique<std::function<void()>>(std::move(task)));
+    args.function = &run_kept_closure;
+    args.user_data = kept->back().get();
+    library_.check(api_.stream_launch_host_function(&args));
+    return;
+  }
+  auto* closure = new std::function<void()>(std::move(task));
   args.function = &run_closure;
   args.user_data = closure;
   note_issued();
@@ -82,6 +103,41 @@ void Stream::enqueue(std::function<void()> task) const {
     delete closure;  // not queued: the driver never runs it
     library_.raise(error);
   }
+}
+
+const TPD_GraphCaptureExtension& Stream::graph_extension() const {
+  const TPD_GraphCaptureExtension* extension = library_.graph_capture();
+  if (extension == nullptr) {
+    throw DriverError(TPD_UNSUPPORTED, std::string("The driver '") + library_.name() +
+                                           "' offers no graph capture (the graph-capture extension of the "
+                                           "driver interface); graphs cannot be captured on its devices.");
+  }
+  return *extension;
+}
+
+void Stream::begin_capture(KeptClosures& kept) const {
+  auto args = stream_args<TPD_Graph_BeginCapture_Args>(TPD_Graph_BeginCapture_Args_STRUCT_SIZE, client_, handle_);
+  library_.check(graph_extension().begin_capture(&args));
+  capture_.store(&kept, std::memory_order_release);
+}
+
+TPD_Graph* Stream::end_capture(size_t& work_count) const {
+  auto args = stream_args<TPD_Graph_EndCapture_Args>(TPD_Graph_EndCapture_Args_STRUCT_SIZE, client_, handle_);
+  capture_.store(nullptr, std::memory_order_release);
+  library_.check(graph_extension().end_capture(&args));
+  work_count = args.work_count;
+  return args.graph;
+}
+
+void Stream::launch_graph(TPD_Graph* graph) const {
+  TPD_Graph_Launch_Args args{TPD_Graph_Launch_Args_STRUCT_SIZE, client_, graph, handle_};
+  note_issued();
+  library_.check(graph_extension().graph_launch(&args));
+}
+
+void Stream::destroy_graph(TPD_Graph* graph) const {
+  TPD_Graph_Destroy_Args args{TPD_Graph_Destroy_Args_STRUCT_SIZE, client_, graph};
+  library_.check(graph_extension().graph_destroy(&args));
 }
 
 void Stream::copy_async(void* destination, const void* source, size_t bytes, TPD_CopyKind kind) const {

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "torchplug/driver.h"
 
@@ -46,6 +48,20 @@ class Stream {
   void memset_async(void* pointer, int value, size_t bytes) const;
   // Queues `function` of a loaded kernel module with its arguments (the kernel-modules extension).
   void launch_kernel(TPD_Function* function, const TPD_KernelArg* args, size_t count) const;
+  // Graph capture (the driver's graph-capture extension; DriverError
+  // TPD_UNSUPPORTED without it). Between begin_capture and end_capture the
+  // driver records the stream's work instead of running it; the closures
+  // enqueue records are kept in `kept` (the graph's), re-runnable, for as
+  // long as the graph lives. Capture and its end are on the capturing thread.
+  using KeptClosures = std::vector<std::unique_ptr<std::function<void()>>>;
+  void begin_capture(KeptClosures& kept) const;
+  // The recorded graph (TPD_Graph of this stream's client) and its number of work items.
+  TPD_Graph* end_capture(size_t& work_count) const;
+  bool capturing() const { return capture_.load(std::memory_order_acquire) != nullptr; }
+  // Queues the work `graph` recorded on this stream.
+  void launch_graph(TPD_Graph* graph) const;
+  void destroy_graph(TPD_Graph* graph) const;
+
   // Counts work queued on the stream through the driver by other means than
   // the calls above (an event wait, a simulator sleep), for query().
   void note_issued() const { issued_.fetch_add(1, std::memory_order_acq_rel); }
@@ -54,6 +70,7 @@ class Stream {
   // Calls `function` of the table (stream_query, stream_synchronize or
   // stream_wait_idle) on this stream; throws the driver's error.
   TPD_Stream_Query_Args call(TPD_Error* (*function)(TPD_Stream_Query_Args*)) const;
+  const TPD_GraphCaptureExtension& graph_extension() const;
   bool query_driver(uint64_t issued) const;
   // Records that the work issued up to `issued` has finished.
   void finished_through(uint64_t issued) const;
@@ -69,6 +86,7 @@ class Stream {
   // reported finished (the stream idle): equal means idle without asking.
   mutable std::atomic<uint64_t> issued_{0};
   mutable std::atomic<uint64_t> idle_through_{0};
+  mutable std::atomic<KeptClosures*> capture_{nullptr};  // while capturing
 };
 
 }  // namespace torchplug::driver

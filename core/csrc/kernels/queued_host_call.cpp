@@ -10,6 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/StringUtil.h>
 
 #include "backend/backend.h"
@@ -324,11 +325,15 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
   }
 
   const char* name = schema.name().c_str();
-  bool outputs_defined = true;
+  // Results are written through the out= overload when each is a tensor of
+  // at least one dimension: CPU out= kernels of losses and other reductions
+  // resize a 0-d output to the elementwise shape on the way (with a warning);
+  // a 0-d result is copied in instead.
+  bool out_fits = true;
   for (const c10::IValue& output : outputs) {
-    outputs_defined = outputs_defined && output.isTensor() && output.toTensor().defined();
+    out_fits = out_fits && output.isTensor() && output.toTensor().defined() && output.toTensor().dim() > 0;
   }
-  const std::optional<c10::OperatorHandle> out = outputs_defined ? facts.out : std::nullopt;
+  const std::optional<c10::OperatorHandle> out = out_fits ? facts.out : std::nullopt;
   enqueue_kernel(
       name, device,
       [op, out, cpu_keys, name, kept_arguments = std::move(kept_arguments), outputs = std::move(outputs),
@@ -345,10 +350,22 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
           call.push_back(map_tensors(argument, on_host));
         }
         if (out.has_value()) {
+          c10::SmallVector<const void*, 2> memory;
           for (const c10::IValue& output : outputs) {
             call.push_back(on_host(output.toTensor()));
+            memory.push_back(call.back().toTensor().data_ptr());
           }
           out->redispatchBoxed(cpu_keys, &call);
+          // A CPU out= kernel that resizes its output on the way moves the
+          // alias to new host memory: the result is copied into the device
+          // memory then.
+          for (size_t i = 0; i < outputs.size(); ++i) {
+            const at::Tensor written = call[i].toTensor();
+            if (written.data_ptr() != memory[i]) {
+              HostAliases device_memory;
+              write_result(name, written, device_memory.alias(outputs[i].toTensor()));
+            }
+          }
           return;
         }
         op.redispatchBoxed(cpu_keys, &call);

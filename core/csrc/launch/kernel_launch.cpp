@@ -136,11 +136,19 @@ bool runs_over_device_memory(c10::Device device) {
 }
 
 bool queues_kernel(c10::Device device, int64_t work) {
-  if (on_stream_worker_thread() || running_kernel_at_launch() || launch_blocking()) {
+  if (on_stream_worker_thread() || running_kernel_at_launch()) {
     return false;
   }
-  return work >= kQueuedWorkThreshold ||
-         !translate_runtime_errors([&] { return runtime_stream(current_stream(device)).query(); });
+  const driver::Stream& stream = translate_runtime_errors([&]() -> const driver::Stream& {
+    return runtime_stream(current_stream(device));
+  });
+  if (stream.capturing()) {
+    return true;  // a graph records what is queued; a kernel run now would be missing from it
+  }
+  if (launch_blocking()) {
+    return false;
+  }
+  return work >= kQueuedWorkThreshold || !translate_runtime_errors([&] { return stream.query(); });
 }
 
 void fail_if_injected(const char* name, c10::Device device) {
@@ -164,7 +172,9 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   const c10::Stream stream = current_stream(device);
   auto kernel = std::make_shared<std::function<void()>>(std::move(body));
   const driver::Stream& queue = runtime_stream(stream);
-  translate_runtime_errors([&] { queue.enqueue([kernel = std::move(kernel), name, stream, kind,
+  // A graph replays the closure: it keeps its kernel rather than retiring it.
+  const bool recorded = queue.capturing();
+  translate_runtime_errors([&] { queue.enqueue([kernel = std::move(kernel), name, stream, kind, recorded,
                                   correlation = current_correlation_id(), threads = at::get_num_threads()]() mutable {
     std::string failure;
     try {
@@ -174,7 +184,9 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
     } catch (...) {
       failure = c10::str("Kernel ", name, " failed on ", stream.device(), " with an unknown exception.");
     }
-    retire(std::move(kernel));
+    if (!recorded) {
+      retire(std::move(kernel));
+    }
     if (!failure.empty()) {
       throw std::runtime_error(failure);
     }
@@ -203,9 +215,26 @@ at::Tensor QueuedViews::view(const at::Tensor& tensor) {
 namespace {
 
 // What a launch does before its kernel runs.
+// Refuses work that would run now, on the host, while `device`'s current
+// stream captures a graph: the graph would miss it (and waiting for the
+// stream would wait for work that runs only at a replay).
+void check_not_capturing(const char* name, c10::Device device) {
+  const bool capturing =
+      translate_runtime_errors([&] { return runtime_stream(current_stream(device)).capturing(); });
+  TORCH_CHECK(!capturing, name, " cannot run while ", device,
+              "'s current stream is capturing a graph: it would run now, on the host, and the graph would not "
+              "replay it. Keep host reads (item(), .cpu(), printing a tensor) and synchronization out of the "
+              "captured code, and run that code once before capturing it (a warm-up, as CUDA graphs need): "
+              "torchplug queues an operator only once a call of the same shapes has run.");
+}
+
 void order_after_queued_work(const char* name, c10::Device device, const LaunchOptions& options) {
   if (on_stream_worker_thread()) {
     return;  // launched by a queued kernel: its stream's order already holds
+  }
+  check_not_capturing(name, device);
+  if (options.peer.has_value() && *options.peer != device) {
+    check_not_capturing(name, *options.peer);
   }
   drop_retired_kernels();
   if (options.host_waits) {

@@ -22,6 +22,10 @@ enum class TraceKind {
   kDeviceSynchronize,  // the host waited for all work on `device`
   kMemoryFree,         // the allocation at `handle` (made on `stream`) was freed
   kMemoryRecordStream, // the allocation at `handle` is in use on `stream` (record_stream)
+  kGraphCaptureBegin,  // `stream` records its work into graph `handle` instead of running it
+  kGraphCaptureEnd,    // `stream` runs its work again; graph `handle` holds what it recorded
+  kGraphReplay,        // graph `handle`'s recorded work is queued on `stream`
+  kGraphReset,         // graph `handle` is gone; its address may be reused
 };
 
 struct TraceEntry {

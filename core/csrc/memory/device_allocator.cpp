@@ -1,11 +1,15 @@
 #include "memory/device_allocator.h"
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -64,6 +68,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     std::vector<std::unique_ptr<driver::Event>> pending;       // work on used_on at free time
     bool adopted = false;
     c10::DataPtr adopted_data;                  // owner of adopted host memory
+    c10::MempoolId_t pool{0, 0};                // the private pool it belongs to, or {0, 0}
   };
 
   explicit CachingDeviceAllocator(c10::DeviceType type) : type_(type) {}
@@ -195,6 +200,49 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return {static_cast<size_t>(free_bytes), static_cast<size_t>(total_bytes)};
   }
 
+  // Routes the allocations on `stream` of `device` (or, without a stream, of
+  // the calling thread) to private pool `pool`, which it uses (retain_pool).
+  void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool, std::optional<c10::StreamId> stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& dev = state(device);
+    ++dev.pools[pool].users;
+    dev.routes.push_back({pool, stream, std::this_thread::get_id()});
+  }
+
+  void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& routes = state(device).routes;
+    for (size_t i = routes.size(); i-- > 0;) {
+      if (routes[i].pool == pool) {
+        routes.erase(routes.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+    }
+  }
+
+  void retain_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++state(device).pools[pool].users;
+  }
+
+  // Drops a use of `pool`; with the last, its free memory joins the default
+  // pool (and its blocks still in use join it when freed).
+  void release_pool(c10::DeviceIndex device, c10::MempoolId_t pool) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceState& dev = state(device);
+    auto found = dev.pools.find(pool);
+    if (found == dev.pools.end() || --found->second.users > 0) {
+      return;
+    }
+    for (auto& [size, blocks] : found->second.cached) {
+      for (Block* block : blocks) {
+        block->pool = {0, 0};
+        dev.cached[size].push_back(block);
+      }
+    }
+    dev.pools.erase(found);
+  }
+
   void set_memory_fraction(c10::DeviceIndex device, double fraction) {
     std::lock_guard<std::mutex> lock(mutex_);
     state(checked_device_index(type_, device)).memory_fraction = fraction;
@@ -229,14 +277,51 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   }
 
  private:
+  using Cache = std::unordered_map<size_t, std::vector<Block*>>;  // free blocks by rounded size
+  // A private pool: memory that only the allocations routed to it reuse (a
+  // graph's, which its replays write), until its last user releases it.
+  struct PrivatePool {
+    Cache cached;
+    int users = 0;
+  };
+  // Allocations on `stream` (a capture) or by `thread` (use_mem_pool) go to `pool`.
+  struct Route {
+    c10::MempoolId_t pool;
+    std::optional<c10::StreamId> stream;
+    std::thread::id thread;
+  };
   struct DeviceState {
     DeviceStats stats;
-    std::unordered_map<size_t, std::vector<Block*>> cached;  // by rounded size
+    Cache cached;                                            // the default pool's
+    std::map<c10::MempoolId_t, PrivatePool> pools;
+    std::vector<Route> routes;
     std::vector<Block*> awaiting_streams;                   // freed, used on busy streams
     double memory_fraction = 1.0;                           // of the capacity this process may reserve
   };
 
   driver::DeviceRuntime& runtime() const { return device_runtime(type_); }
+
+  // The pool an allocation on `stream` by this thread comes from: the latest
+  // route that matches it, else the default pool. Caller holds mutex_.
+  static c10::MempoolId_t routed_pool(const DeviceState& dev, c10::StreamId stream) {
+    for (auto route = dev.routes.rbegin(); route != dev.routes.rend(); ++route) {
+      if (route->stream.has_value() ? *route->stream == stream : route->thread == std::this_thread::get_id()) {
+        return route->pool;
+      }
+    }
+    return {0, 0};
+  }
+
+  // Where free blocks of `pool` are kept: a released pool's go to the default pool.
+  static Cache& cache_of(DeviceState& dev, c10::MempoolId_t pool) {
+    if (pool != c10::MempoolId_t{0, 0}) {
+      auto found = dev.pools.find(pool);
+      if (found != dev.pools.end()) {
+        return found->second.cached;
+      }
+    }
+    return dev.cached;
+  }
 
   DeviceState& state(c10::DeviceIndex device) {
     if (per_device_.size() <= static_cast<size_t>(device)) {
@@ -275,9 +360,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     std::unique_lock<std::mutex> lock(mutex_);
     DeviceState& dev = state(device);
     reclaim_finished(dev);
+    const c10::MempoolId_t pool = routed_pool(dev, stream);
+    Cache& cached = cache_of(dev, pool);
     Block* block = nullptr;
-    auto it = dev.cached.find(size);
-    if (it != dev.cached.end()) {
+    auto it = cached.find(size);
+    if (it != cached.end()) {
       // Prefer a block last used on this stream: reuse needs no synchronisation.
       auto& blocks = it->second;
       for (size_t i = blocks.size(); i-- > 0;) {
@@ -293,6 +380,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     }
     block->requested = nbytes;
     block->stream = stream;
+    block->pool = pool;
     count_use(dev.stats, *block, /*add=*/true);
     return block;
   }
@@ -408,7 +496,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
         if (block->adopted) {
           delete_adopted(dev, block);
         } else {
-          dev.cached[block->size].push_back(block);
+          cache_of(dev, block->pool)[block->size].push_back(block);
         }
       }
     }
@@ -455,7 +543,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     });
     block->used_on.clear();
     if (block->pending.empty()) {
-      dev.cached[block->size].push_back(block);
+      cache_of(dev, block->pool)[block->size].push_back(block);
     } else {
       dev.awaiting_streams.push_back(block);
     }
@@ -519,6 +607,27 @@ void set_memory_fraction(c10::DeviceType type, c10::DeviceIndex device, double f
 
 double memory_fraction(c10::DeviceType type, c10::DeviceIndex device) {
   return caching_allocator(type).memory_fraction(device);
+}
+
+void begin_allocate_to_pool(c10::Device device, c10::MempoolId_t pool, std::optional<c10::StreamId> stream) {
+  caching_allocator(device.type()).begin_allocate_to_pool(device.index(), pool, stream);
+}
+
+void end_allocate_to_pool(c10::Device device, c10::MempoolId_t pool) {
+  caching_allocator(device.type()).end_allocate_to_pool(device.index(), pool);
+}
+
+void retain_pool(c10::Device device, c10::MempoolId_t pool) {
+  caching_allocator(device.type()).retain_pool(device.index(), pool);
+}
+
+void release_pool(c10::Device device, c10::MempoolId_t pool) {
+  caching_allocator(device.type()).release_pool(device.index(), pool);
+}
+
+c10::MempoolId_t new_pool_id() {
+  static std::atomic<c10::CaptureId_t> next{1};
+  return {0, next.fetch_add(1)};
 }
 
 c10::DataPtr adopt_as_device_memory(c10::DataPtr host_data, size_t nbytes, c10::Device device) {

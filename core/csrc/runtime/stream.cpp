@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "runtime/errors.h"
 #include "runtime/spin_wait.h"
 
 namespace torchplug::runtime {
@@ -21,12 +22,52 @@ Stream::~Stream() {
 
 void Stream::enqueue(std::function<void()> task) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (recording_) {
+    recording_->push_back(std::move(task));
+    return;
+  }
   if (!worker_.joinable()) {
     worker_ = std::thread([this] { run(); });
   }
   queue_.push_back(std::move(task));
   submitted_.fetch_add(1, std::memory_order_release);
   work_ready_.notify_one();
+}
+
+void Stream::begin_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (recording_) {
+    throw RuntimeError("The stream is capturing a graph already; end that capture before beginning another.");
+  }
+  recording_ = std::make_unique<Recording>();
+  capturing_.store(true, std::memory_order_release);
+}
+
+std::shared_ptr<const Stream::Recording> Stream::end_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!recording_) {
+    throw RuntimeError("The stream is not capturing a graph; begin a capture before ending one.");
+  }
+  capturing_.store(false, std::memory_order_release);
+  return std::shared_ptr<const Recording>(std::move(recording_));
+}
+
+void Stream::enqueue_recorded(std::shared_ptr<const Recording> recording) {
+  enqueue([recording = std::move(recording)] {
+    std::exception_ptr first_error;
+    for (const auto& task : *recording) {
+      try {
+        task();
+      } catch (...) {
+        if (!first_error) {
+          first_error = std::current_exception();
+        }
+      }
+    }
+    if (first_error) {
+      std::rethrow_exception(first_error);
+    }
+  });
 }
 
 void Stream::synchronize() {

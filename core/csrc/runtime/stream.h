@@ -8,7 +8,9 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <memory>
 #include <thread>
+#include <vector>
 
 namespace torchplug::runtime {
 
@@ -23,8 +25,21 @@ class Stream {
   int64_t id() const { return id_; }
   int priority() const { return priority_; }
 
-  // Queues `task`; it runs on this stream's worker after all work queued before.
+  // Queues `task`; it runs on this stream's worker after all work queued
+  // before. While the stream captures, the task is recorded instead.
   void enqueue(std::function<void()> task);
+
+  // Work recorded by a capture, replayed in order by enqueue_recorded.
+  using Recording = std::vector<std::function<void()>>;
+  // From now on the stream records what is queued on it instead of running
+  // it (RuntimeError if it captures already).
+  void begin_capture();
+  // Ends the capture (RuntimeError if there is none) and returns what it recorded.
+  std::shared_ptr<const Recording> end_capture();
+  bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+  // Queues the recorded work as one task: each item runs in order; the first
+  // error any raised fails the stream, as it would have run item by item.
+  void enqueue_recorded(std::shared_ptr<const Recording> recording);
   // True when everything queued so far has finished.
   bool query() const { return completed_.load(std::memory_order_acquire) == submitted_.load(std::memory_order_acquire); }
   // Blocks until everything queued so far has finished; rethrows the first
@@ -56,6 +71,8 @@ class Stream {
   std::exception_ptr error_;
   std::atomic<bool> has_error_{false};
   bool stopping_ = false;
+  std::atomic<bool> capturing_{false};
+  std::unique_ptr<Recording> recording_;  // while capturing_
   std::thread worker_;  // started on first enqueue
 };
 

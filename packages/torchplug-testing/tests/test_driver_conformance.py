@@ -292,10 +292,12 @@ def test_the_simulator_driver_conforms(tmp_path: Path) -> None:
 
 def test_the_remote_driver_conforms(tmp_path: Path) -> None:
     """The remote driver (device memory in its device process) passes every check but
-    those of what it does not offer: host-addressable memory, IPC, the simulator's
-    controls."""
+    those of what it does not offer: host-addressable memory, IPC, graph capture, the
+    simulator's controls."""
     results, returncode = _conformance("libtorchplug_remote.so", tmp_path)
     assert _skipped(results) == {
+        "graph_capture",
+        "graph_capture_errors",
         "host_addressable_memory",
         "ipc_extension",
         "ipc_errors",

@@ -61,6 +61,13 @@
   X(module_get_function, TPD_Module_GetFunction_Args) \
   X(kernel_launch, TPD_Kernel_Launch_Args)
 
+// TPD_GraphCaptureExtension's functions.
+#define TPD_GRAPH_CAPTURE_FUNCTIONS(X)                 \
+  X(begin_capture, TPD_Graph_BeginCapture_Args)        \
+  X(end_capture, TPD_Graph_EndCapture_Args)            \
+  X(graph_launch, TPD_Graph_Launch_Args)               \
+  X(graph_destroy, TPD_Graph_Destroy_Args)
+
 // Declares the body of a list's member (in the namespace the list is used in).
 #define TPD_DRIVER_DECLARE_BODY(member, Args) void member(Args& args);
 

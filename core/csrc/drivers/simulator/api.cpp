@@ -19,13 +19,15 @@ TPD_DRIVER_DEFINE_EXTENSION(profiler, TPD_ProfilerExtension, TPD_EXTENSION_PROFI
 TPD_DRIVER_DEFINE_EXTENSION(ipc, TPD_IpcExtension, TPD_EXTENSION_IPC, &profiler::extension, TPD_IPC_FUNCTIONS)
 TPD_DRIVER_DEFINE_EXTENSION(modules, TPD_KernelModulesExtension, TPD_EXTENSION_KERNEL_MODULES, &ipc::extension,
                             TPD_KERNEL_MODULE_FUNCTIONS, table.image_format = TPD_KERNEL_FORMAT_HOST_ELF;)
+TPD_DRIVER_DEFINE_EXTENSION(graphs, TPD_GraphCaptureExtension, TPD_EXTENSION_GRAPH_CAPTURE, &modules::extension,
+                            TPD_GRAPH_CAPTURE_FUNCTIONS)
 
 namespace {
 
 TPD_Api make_api() {
   TPD_Api table{};
   table.struct_size = TPD_Api_STRUCT_SIZE;
-  table.extension_start = &modules::extension.base;
+  table.extension_start = &graphs::extension.base;
   table.api_version.major = TPD_API_MAJOR;
   table.api_version.minor = TPD_API_MINOR;
   table.driver_name = "torchplug simulator";

@@ -5,7 +5,7 @@
 // errors.cpp (error_get_code), clients.cpp (client_*, device_get_properties),
 // memory.cpp (memory_*, host_memory_*, ipc::ipc_allocate), streams.cpp
 // (stream_*), events.cpp (event_*), ipc.cpp (ipc::), modules.cpp (modules::),
-// extensions.cpp (profiler:: and controls::).
+// graphs.cpp (graphs::), extensions.cpp (profiler:: and controls::).
 #include "drivers/common/errors.h"
 #include "drivers/common/tables.h"
 #include "torchplug/driver.h"
@@ -44,6 +44,10 @@ TPD_PROFILER_FUNCTIONS(TPD_DRIVER_DECLARE_BODY)
 namespace modules {
 TPD_KERNEL_MODULE_FUNCTIONS(TPD_DRIVER_DECLARE_BODY)
 }  // namespace modules
+
+namespace graphs {
+TPD_GRAPH_CAPTURE_FUNCTIONS(TPD_DRIVER_DECLARE_BODY)
+}  // namespace graphs
 
 namespace controls {
 TPD_SIMULATOR_CONTROL_FUNCTIONS(TPD_DRIVER_DECLARE_BODY)

@@ -1,5 +1,6 @@
 // Events: marks in a stream's work that other streams and the host wait for.
 #include <memory>
+#include <utility>
 
 #include "drivers/simulator/entry_points.h"
 #include "drivers/simulator/errors.h"
@@ -20,7 +21,9 @@ void event_destroy(TPD_Event_Query_Args& args) {
 void event_record(TPD_Event_Record_Args& args) {
   auto client = find_client(args.client);
   auto event = client->event(args.event);  // looked up first: a bad event is reported before a bad stream
-  event->record(client->stream(args.stream));
+  auto stream = client->stream(args.stream);
+  check_not_capturing(*stream, "event_record (events in a capture are not supported)");
+  event->record(std::move(stream));
 }
 
 void event_query(TPD_Event_Query_Args& args) {

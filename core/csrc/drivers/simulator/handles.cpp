@@ -195,6 +195,16 @@ void Client::remove_module(const TPD_Module* handle) {
   });
 }
 
+TPD_Graph* Client::add_graph(std::shared_ptr<const runtime::Stream::Recording> graph) {
+  return insert_locked<TPD_Graph>(mutex_, graphs_, std::move(graph));
+}
+
+std::shared_ptr<const runtime::Stream::Recording> Client::graph(const TPD_Graph* handle) const {
+  return find_locked(mutex_, graphs_, handle, "graph", "end_capture");
+}
+
+void Client::remove_graph(const TPD_Graph* handle) { erase_locked(mutex_, graphs_, handle, "graph"); }
+
 TPD_Function* Client::add_function(std::shared_ptr<ModuleFunction> function) {
   return insert_locked<TPD_Function>(mutex_, functions_, std::move(function));
 }
@@ -300,6 +310,7 @@ void Client::release() {
   decltype(events_) events;
   decltype(modules_) modules;
   decltype(functions_) functions;
+  decltype(graphs_) graphs;
   decltype(allocations_) allocations;
   decltype(host_allocations_) host_allocations;
   {
@@ -308,6 +319,7 @@ void Client::release() {
     events.swap(events_);
     modules.swap(modules_);
     functions.swap(functions_);
+    graphs.swap(graphs_);
     allocations.swap(allocations_);
     host_allocations.swap(host_allocations_);
   }

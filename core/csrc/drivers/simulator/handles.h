@@ -82,6 +82,11 @@ class Client {
   TPD_Function* add_function(std::shared_ptr<ModuleFunction> function);
   std::shared_ptr<ModuleFunction> function(const TPD_Function* handle) const;
 
+  // Graphs a capture recorded (graphs.cpp).
+  TPD_Graph* add_graph(std::shared_ptr<const runtime::Stream::Recording> graph);
+  std::shared_ptr<const runtime::Stream::Recording> graph(const TPD_Graph* handle) const;
+  void remove_graph(const TPD_Graph* handle);
+
   // Where device memory of this client came from, and so how it is let go:
   // memory_allocate's is freed with memory_free, ipc_open's closed with ipc_close.
   enum class Origin { kAllocated, kOpened };
@@ -117,6 +122,7 @@ class Client {
   std::unordered_map<uintptr_t, std::shared_ptr<EventHandle>> events_;
   std::unordered_map<uintptr_t, std::shared_ptr<LoadedModule>> modules_;
   std::unordered_map<uintptr_t, std::shared_ptr<ModuleFunction>> functions_;
+  std::unordered_map<uintptr_t, std::shared_ptr<const runtime::Stream::Recording>> graphs_;
   std::map<const char*, Allocation> allocations_;  // by base; ordered, to find the one holding an address
   std::set<const void*> host_allocations_;
 };
@@ -134,6 +140,10 @@ std::shared_ptr<Client> find_client(const TPD_Client* handle);
 // find_client for a function that takes a device index, also checked (check_device).
 std::shared_ptr<Client> find_client(const TPD_Client* handle, int device);
 std::shared_ptr<Client> unregister_client(const TPD_Client* handle);
+
+// Refuses `what` (the call, for the message) on a stream that is capturing a
+// graph (TPD_INVALID_ARGUMENT): it would wait for work that never runs.
+void check_not_capturing(const runtime::Stream& stream, const char* what);
 
 // The stream whose host function this thread is running, else null: waiting
 // for that stream from inside the function would wait for the function itself.

@@ -23,6 +23,18 @@ void check_not_inside(const runtime::Stream& stream, const char* what) {
   }
 }
 
+}  // namespace
+
+void check_not_capturing(const runtime::Stream& stream, const char* what) {
+  if (stream.capturing()) {
+    throw Error(TPD_INVALID_ARGUMENT, std::string(what) +
+                                          " on a stream that is capturing a graph: the stream runs nothing until "
+                                          "the capture ends; end the capture first.");
+  }
+}
+
+namespace {
+
 // Marks the thread as running a host function of `stream` (see host_function_stream).
 class HostFunctionScope {
  public:
@@ -89,6 +101,7 @@ void stream_query(TPD_Stream_Query_Args& args) {
 void stream_wait_idle(TPD_Stream_Query_Args& args) {
   auto stream = find_client(args.client)->stream(args.stream);
   check_not_inside(*stream, "stream_wait_idle");
+  check_not_capturing(*stream, "stream_wait_idle");
   stream->wait_idle();
   args.idle = 1;
   args.failed = stream->has_error() ? 1 : 0;
@@ -97,13 +110,16 @@ void stream_wait_idle(TPD_Stream_Query_Args& args) {
 void stream_synchronize(TPD_Stream_Query_Args& args) {
   auto stream = find_client(args.client)->stream(args.stream);
   check_not_inside(*stream, "stream_synchronize");
+  check_not_capturing(*stream, "stream_synchronize");
   wait_for_work([&] { stream->synchronize(); });
 }
 
 void stream_wait_event(TPD_Stream_WaitEvent_Args& args) {
   auto client = find_client(args.client);
   auto stream = client->stream(args.stream);
-  client->event(args.event)->event().block(*stream);
+  auto event = client->event(args.event);
+  check_not_capturing(*stream, "stream_wait_event (events in a capture are not supported)");
+  event->event().block(*stream);
 }
 
 void stream_launch_host_function(TPD_Stream_LaunchHostFunction_Args& args) {

@@ -7,7 +7,7 @@ import types
 from typing import Any
 
 from torchplug.backend import Backend, BackendStatus
-from torchplug.device_module import amp, fallback, memory, properties, random, streams
+from torchplug.device_module import amp, fallback, graphs, memory, properties, random, streams
 from torchplug.device_module._device import BoundDevice
 
 
@@ -29,6 +29,7 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         **fallback.functions(bound),
         **amp.functions(),
     }
+    exported.update(graphs.functions(bound, exported))
     for attribute, value in exported.items():
         if callable(value) and not isinstance(value, type):
             value.__qualname__ = attribute

@@ -82,10 +82,6 @@ def functions(bound: BoundDevice) -> dict[str, Any]:
     def get_sync_debug_mode() -> int:
         return bound.native().sync_debug_mode(key)
 
-    def is_current_stream_capturing() -> bool:
-        """Always False: the simulated devices have no graph capture."""
-        return False
-
     def Stream(device: Any = None, priority: int = 0) -> torch.Stream:
         target = torch.device(name, bound.index(device))
         try:
@@ -138,7 +134,6 @@ def functions(bound: BoundDevice) -> dict[str, Any]:
         "set_stream": set_stream,
         "stream": stream,
         "StreamContext": StreamContext,
-        "is_current_stream_capturing": is_current_stream_capturing,
         "set_sync_debug_mode": set_sync_debug_mode,
         "get_sync_debug_mode": get_sync_debug_mode,
         "Stream": Stream,

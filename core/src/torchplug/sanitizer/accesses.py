@@ -21,6 +21,11 @@ def tensor_facts(name: str, tensor: torch.Tensor) -> TensorFacts:
     return name, tensor.shape, tensor.dtype, tensor.device
 
 
+# An access an operator on a capturing stream makes at each replay of the graph:
+# the memory's key, the operator, whether it writes, the tensor, the launching frames.
+CapturedAccess = tuple[int, str, bool, TensorFacts, Frames]
+
+
 # eq=False: two accesses with the same facts are still two events (and stay hashable).
 @dataclass(slots=True, eq=False)
 class Access:

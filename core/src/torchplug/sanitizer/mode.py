@@ -136,9 +136,12 @@ class SanitizerMode(TorchDispatchMode):
         return launch
 
     def _record(self, launch: _Launch, key: int, op: str, write: bool, tensor: TensorFacts) -> None:
-        self.state.access(
-            key, launch.stream, launch.clock, launch.tick, op, write, tensor, launch.stack
-        )
+        state = self.state
+        if state.capturing and state.record_captured(
+            launch.stream, (key, op, write, tensor, launch.stack)
+        ):
+            return
+        state.access(key, launch.stream, launch.clock, launch.tick, op, write, tensor, launch.stack)
 
     def _host_accesses(self, info: OpInfo, tensors: list[tuple[str, torch.Tensor]]) -> None:
         """A host operator on memory a device stream touched asynchronously."""

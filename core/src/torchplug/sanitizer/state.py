@@ -8,7 +8,15 @@ import threading
 import torch
 
 from torchplug import _C
-from torchplug.sanitizer.accesses import HOST, Access, Frames, Memory, StreamKey, TensorFacts
+from torchplug.sanitizer.accesses import (
+    HOST,
+    Access,
+    CapturedAccess,
+    Frames,
+    Memory,
+    StreamKey,
+    TensorFacts,
+)
 from torchplug.sanitizer.operators import OpInfo
 from torchplug.sanitizer.reports import freed_in_use_error, race_error
 
@@ -36,6 +44,10 @@ class SanitizerState:
         self.memory: dict[int, Memory] = {}
         # Host memory a device stream accesses (non-blocking copies): host ops on it are checked.
         self.host_memory: set[int] = set()
+        # Graphs: the accesses a capturing stream's operators would make, by graph,
+        # made at each replay instead of at the capture (which runs nothing).
+        self.capturing: dict[StreamKey, int] = {}
+        self.captured: dict[tuple[str, int], list[CapturedAccess]] = {}
 
     def info(self, func: torch._ops.OpOverload) -> OpInfo:
         info = self.infos.get(func)
@@ -92,6 +104,15 @@ class SanitizerState:
                 for key, clock in list(self.clocks.items()):
                     if key[0] == device and key[1] == index:
                         self.host_waits_for(clock)
+            elif kind == "graph_capture_begin":
+                self.capturing[stream] = handle
+                self.captured[(device, handle)] = []
+            elif kind == "graph_capture_end":
+                self.capturing.pop(stream, None)
+            elif kind == "graph_replay":
+                self._replay(stream, self.captured.get((device, handle), []))
+            elif kind == "graph_reset":
+                self.captured.pop((device, handle), None)
             elif kind == "memory_record_stream":
                 memory = self.memory.get(handle)
                 if memory is not None:
@@ -100,6 +121,20 @@ class SanitizerState:
                 memory = self.memory.pop(handle, None)
                 if memory is not None:
                     self._check_free(memory, stream, where)
+
+    def record_captured(self, stream: StreamKey, access: CapturedAccess) -> bool:
+        """Keeps `access` for the replays when `stream` is capturing a graph."""
+        graph = self.capturing.get(stream)
+        if graph is None:
+            return False
+        self.captured[(stream[0], graph)].append(access)
+        return True
+
+    def _replay(self, stream: StreamKey, accesses: list[CapturedAccess]) -> None:
+        """A replay on `stream`: one launch making every access its capture recorded."""
+        clock, tick = self.launch(stream)
+        for key, op, write, tensor, stack in accesses:
+            self.access(key, stream, clock, tick, op, write, tensor, stack)
 
     def _check_free(self, memory: Memory, allocated_on: StreamKey, where: str) -> None:
         clock = self.clock(allocated_on)

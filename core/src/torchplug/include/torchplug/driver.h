@@ -44,7 +44,7 @@ extern "C" {
 #endif
 
 #define TPD_API_MAJOR 1
-#define TPD_API_MINOR 1
+#define TPD_API_MINOR 2
 #define TPD_ENTRY_POINT "TPD_GetApi"
 
 /* The size of a struct up to and including `member`: what a caller of this
@@ -344,7 +344,7 @@ typedef struct {
 typedef enum {
   TPD_EXTENSION_IPC = 1,             /* TPD_IpcExtension: memory shared between processes */
   TPD_EXTENSION_PROFILER = 2,        /* TPD_ProfilerExtension: device timestamps */
-  TPD_EXTENSION_GRAPH_CAPTURE = 3,   /* reserved: capture a stream's work into a replayable graph */
+  TPD_EXTENSION_GRAPH_CAPTURE = 3,   /* TPD_GraphCaptureExtension (1.2): record a stream's work, replay it */
   TPD_EXTENSION_KERNEL_MODULES = 4,  /* TPD_KernelModulesExtension (1.1): load device code, launch its functions */
   TPD_EXTENSION_SIMULATOR = 100,     /* TPD_SimulatorExtension: the simulator's own controls */
 } TPD_ExtensionType;
@@ -542,6 +542,58 @@ typedef struct {
  * a NUL-terminated message of at most `message_size` bytes, which fails the stream. */
 #define TPD_KERNEL_FORMAT_HOST_ELF "torchplug-host-elf-1"
 typedef int (*TPD_HostElfKernel)(const TPD_KernelArg* args, size_t arg_count, char* message, size_t message_size);
+
+/* Graph capture (1.2): the work queued on a stream between begin_capture and
+ * end_capture (copies, memsets, host functions, kernel launches, event
+ * records and waits) is recorded into a graph instead of running, in its
+ * order; graph_launch queues the recorded work again on a stream, as one
+ * unit, as often as the caller likes. Host functions are recorded with their
+ * user_data: the caller keeps it valid, and the function re-runnable, while
+ * the graph lives. A capturing stream runs nothing: synchronizing it or
+ * waiting for it fails with TPD_INVALID_ARGUMENT, as does beginning a capture
+ * on a stream that is capturing already or ending one on a stream that is
+ * not. Graphs stay valid after the stream that captured them is destroyed. */
+typedef struct TPD_Graph TPD_Graph;
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+} TPD_Graph_BeginCapture_Args;
+#define TPD_Graph_BeginCapture_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Graph_BeginCapture_Args, stream)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Stream* stream;
+  TPD_Graph* graph;    /* out */
+  size_t work_count;   /* out: the work items recorded */
+} TPD_Graph_EndCapture_Args;
+#define TPD_Graph_EndCapture_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Graph_EndCapture_Args, work_count)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Graph* graph;
+  TPD_Stream* stream; /* where the recorded work is queued; any stream of the client */
+} TPD_Graph_Launch_Args;
+#define TPD_Graph_Launch_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Graph_Launch_Args, stream)
+
+typedef struct {
+  size_t struct_size;
+  TPD_Client* client;
+  TPD_Graph* graph; /* launches already queued still run */
+} TPD_Graph_Destroy_Args;
+#define TPD_Graph_Destroy_Args_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_Graph_Destroy_Args, graph)
+
+typedef struct {
+  TPD_ExtensionBase base;
+  TPD_Error* (*begin_capture)(TPD_Graph_BeginCapture_Args* args);
+  TPD_Error* (*end_capture)(TPD_Graph_EndCapture_Args* args);
+  TPD_Error* (*graph_launch)(TPD_Graph_Launch_Args* args);
+  TPD_Error* (*graph_destroy)(TPD_Graph_Destroy_Args* args);
+} TPD_GraphCaptureExtension;
+#define TPD_GraphCaptureExtension_STRUCT_SIZE TPD_STRUCT_SIZE(TPD_GraphCaptureExtension, graph_destroy)
 
 /* The simulator's controls: device count and capacity (before first use),
  * and fault injection for tests. Other drivers do not offer it. */

@@ -1,4 +1,4 @@
-"""ctypes bindings of the torchplug driver interface (``torchplug/driver.h``, API 1.1).
+"""ctypes bindings of the torchplug driver interface (``torchplug/driver.h``, API 1.2).
 
 Every struct, enum and table member of the header has its counterpart here,
 under the header's names. Only the standard library is used: a vendor checks a
@@ -15,7 +15,7 @@ from ctypes import c_char_p, c_double, c_int, c_int64, c_size_t, c_uint32, c_uin
 from typing import Any, TypeVar
 
 API_MAJOR = 1
-API_MINOR = 1
+API_MINOR = 2
 ENTRY_POINT = "TPD_GetApi"
 IPC_HANDLE_SIZE = 64
 
@@ -114,6 +114,7 @@ _TYPES: dict[str, Any] = {
     "TPD_Event*": c_handle,
     "TPD_Module*": c_handle,
     "TPD_Function*": c_handle,
+    "TPD_Graph*": c_handle,
     # The extension chain is walked by address.
     "TPD_ExtensionBase*": c_void_p,
     "TPD_HostFunction": TPD_HostFunction,
@@ -230,6 +231,10 @@ TPD_Module_Unload_Args = _client("TPD_Module_Unload_Args", "TPD_Module* module")
 TPD_Module_GetFunction_Args = _client("TPD_Module_GetFunction_Args", "TPD_Module* module; const char* name; TPD_Function* function")
 TPD_KernelArg = _struct("TPD_KernelArg", "TPD_KernelArgKind kind; TPD_KernelValue value")
 TPD_Kernel_Launch_Args = _client("TPD_Kernel_Launch_Args", "TPD_Stream* stream; TPD_Function* function; const TPD_KernelArg* args; size_t arg_count")
+TPD_Graph_BeginCapture_Args = _client("TPD_Graph_BeginCapture_Args", "TPD_Stream* stream")
+TPD_Graph_EndCapture_Args = _client("TPD_Graph_EndCapture_Args", "TPD_Stream* stream; TPD_Graph* graph; size_t work_count")
+TPD_Graph_Launch_Args = _client("TPD_Graph_Launch_Args", "TPD_Graph* graph; TPD_Stream* stream")
+TPD_Graph_Destroy_Args = _client("TPD_Graph_Destroy_Args", "TPD_Graph* graph")
 TPD_Simulator_Configure_Args = _client("TPD_Simulator_Configure_Args", "int device_count; uint64_t capacity_bytes")
 TPD_Simulator_InjectFault_Args = _client("TPD_Simulator_InjectFault_Args", "int device; TPD_SimulatorFault fault; int count")
 TPD_Simulator_TakeKernelFault_Args = _client("TPD_Simulator_TakeKernelFault_Args", "int device; int taken")
@@ -255,6 +260,12 @@ KERNEL_MODULE_MEMBERS = _functions(
     "TPD_Error* (*module_unload)(TPD_Module_Unload_Args* args);"
     "TPD_Error* (*module_get_function)(TPD_Module_GetFunction_Args* args);"
     "TPD_Error* (*kernel_launch)(TPD_Kernel_Launch_Args* args);"
+)
+GRAPH_CAPTURE_MEMBERS = _functions(
+    "TPD_Error* (*begin_capture)(TPD_Graph_BeginCapture_Args* args);"
+    "TPD_Error* (*end_capture)(TPD_Graph_EndCapture_Args* args);"
+    "TPD_Error* (*graph_launch)(TPD_Graph_Launch_Args* args);"
+    "TPD_Error* (*graph_destroy)(TPD_Graph_Destroy_Args* args);"
 )
 SIMULATOR_MEMBERS = _functions(
     "TPD_Error* (*configure)(TPD_Simulator_Configure_Args* args);"
@@ -314,11 +325,15 @@ TPD_KernelModulesExtension = _struct(
     f"{_EXTENSION_BASE}; const char* image_format",
     KERNEL_MODULE_MEMBERS,
 )
+TPD_GraphCaptureExtension = _struct(
+    "TPD_GraphCaptureExtension", _EXTENSION_BASE, GRAPH_CAPTURE_MEMBERS
+)
 TPD_SimulatorExtension = _struct("TPD_SimulatorExtension", _EXTENSION_BASE, SIMULATOR_MEMBERS)
 EXTENSIONS: dict[ExtensionType, tuple[type[ctypes.Structure], tuple[Member, ...]]] = {
     ExtensionType.IPC: (TPD_IpcExtension, IPC_MEMBERS),
     ExtensionType.PROFILER: (TPD_ProfilerExtension, PROFILER_MEMBERS),
     ExtensionType.KERNEL_MODULES: (TPD_KernelModulesExtension, KERNEL_MODULE_MEMBERS),
+    ExtensionType.GRAPH_CAPTURE: (TPD_GraphCaptureExtension, GRAPH_CAPTURE_MEMBERS),
     ExtensionType.SIMULATOR: (TPD_SimulatorExtension, SIMULATOR_MEMBERS),
 }
 

@@ -40,6 +40,7 @@ CHECK_MODULES = (
     "checks_errors",
     "checks_extensions",
     "checks_kernels",
+    "checks_graphs",
 )
 for _module in CHECK_MODULES:
     importlib.import_module(f"torchplug_testing.driver.{_module}")
