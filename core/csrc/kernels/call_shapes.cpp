@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided.h>
 
 namespace torchplug {
 namespace {
@@ -193,6 +194,67 @@ CallToLearn call_to_learn(const c10::FunctionSchema& schema, const torch::jit::S
     call.written_geometry.push_back(geometry(tensor));
   }
   return call;
+}
+
+std::optional<std::vector<ResultShape>> meta_result_shapes(const c10::OperatorHandle& op,
+                                                           const torch::jit::Stack& stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t count = schema.arguments().size();
+  if (!op.hasKernelForDispatchKey(c10::DispatchKey::Meta)) {
+    return std::nullopt;
+  }
+  const std::vector<at::Tensor> written = written_arguments(schema, stack);
+  std::vector<at::Tensor> written_on_meta;
+  torch::jit::Stack call;
+  call.reserve(count);
+  for (size_t i = stack.size() - count; i < stack.size(); ++i) {
+    call.push_back(map_tensors(stack[i], [&](const at::Tensor& tensor) {
+      if (!tensor.defined()) {
+        return tensor;
+      }
+      at::Tensor on_meta = at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(c10::kMeta));
+      for (const at::Tensor& argument : written) {
+        if (argument.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+          written_on_meta.push_back(on_meta);
+        }
+      }
+      return on_meta;
+    }));
+  }
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &call);
+  } catch (const std::exception&) {
+    return std::nullopt;  // the meta kernel refuses what the CPU kernel may take
+  }
+  std::vector<ResultShape> shapes(schema.returns().size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const c10::IValue& value = call[i];
+    if (!value.isTensor() && !value.isTensorList()) {
+      return std::nullopt;
+    }
+    shapes[i].list = value.isTensorList();
+    bool strided = true;
+    map_tensors(value, [&](const at::Tensor& tensor) {
+      ResultTensor& result = shapes[i].tensors.emplace_back();
+      result.defined = tensor.defined();
+      if (result.defined) {
+        strided = strided && tensor.layout() == c10::kStrided;
+        for (size_t w = 0; w < written_on_meta.size(); ++w) {
+          if (written_on_meta[w].unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+            result.written = static_cast<int>(w);
+          }
+        }
+        result.sizes = tensor.sizes().vec();
+        result.strides = tensor.strides().vec();
+        result.dtype = tensor.scalar_type();
+      }
+      return tensor;
+    });
+    if (!strided) {
+      return std::nullopt;
+    }
+  }
+  return shapes;
 }
 
 void learn_result_shapes(const c10::OperatorHandle& op, CallToLearn call, const torch::jit::Stack& stack) {

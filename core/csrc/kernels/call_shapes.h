@@ -59,6 +59,13 @@ class CallSignature {
 std::optional<std::vector<ResultShape>> known_result_shapes(const c10::OperatorHandle& op,
                                                             const CallSignature& signature);
 
+// The results of the call at the top of `stack` as `op`'s meta kernel sizes
+// them (its tensors as meta tensors of their geometry), or nothing when it
+// has none or refuses them. What a stream capturing a graph queues a call
+// with before any call of its signature ran.
+std::optional<std::vector<ResultShape>> meta_result_shapes(const c10::OperatorHandle& op,
+                                                           const torch::jit::Stack& stack);
+
 // A call that ran at once and whose results `learn_result_shapes` will record.
 struct CallToLearn {
   CallSignature signature;

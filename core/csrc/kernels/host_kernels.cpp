@@ -18,11 +18,14 @@
 #include <tuple>
 #include <utility>
 
+#include <ATen/Dispatch.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/ConvUtils.h>
+#include <ATen/native/RangeUtils.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/arange_ops.h>
 #include <ATen/ops/convolution_backward_ops.h>
 #include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/zero_ops.h>
@@ -361,6 +364,21 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, c
   return OnHost<at::_ops::histc>::call(self.to(at::kDouble), bins, min, max).to(self.scalar_type());
 }
 
+// arange's CPU kernel resizes its output to the size its numbers give, which
+// only a call run at once can do to device memory: sized here first (as the
+// CPU sizes it), the call queues like any other once its signature ran, and a
+// graph can capture it (the position ids of every transformer).
+at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& out) {
+  const int64_t size = AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange", [&] {
+    return at::native::compute_arange_size<scalar_t>(start, end, step);
+  });
+  if (out.numel() != size) {
+    out.resize_({size});
+  }
+  return call_through_fallback<at::_ops::arange_start_out>(backend(out.device().type()).dense_keys, start, end, step,
+                                                           out);
+}
+
 template <typename Op>
 void on_host(DeviceKernels& library) {
   library.impl<Op>(TORCH_FN((&OnHost<Op>::call)));
@@ -389,6 +407,7 @@ void register_host_kernels(DeviceKernels& library) {
   library.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
   library.impl("histc", TORCH_FN(histc));
+  library.impl<at::_ops::arange_start_out>(TORCH_FN(arange_out));
 }
 
 }  // namespace torchplug

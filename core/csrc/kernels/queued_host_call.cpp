@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "device/generator.h"
+#include "driver/stream.h"
 #include "kernels/call_shapes.h"
 #include "kernels/operator_arguments.h"
 #include "launch/kernel_launch.h"
@@ -256,7 +257,14 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
   }
   // A signature is learned from its first call even when that call would
   // not queue (its stream idle): the next may find the stream busy.
-  const std::optional<std::vector<ResultShape>> shapes = known_result_shapes(op, signature);
+  std::optional<std::vector<ResultShape>> shapes = known_result_shapes(op, signature);
+  const bool capturing =
+      !shapes.has_value() &&
+      translate_runtime_errors([&] { return runtime_stream(current_stream(device)).capturing(); });
+  if (capturing) {
+    // A graph captures the call, which cannot run now: sized by its meta kernel instead.
+    shapes = meta_result_shapes(op, *stack);
+  }
   if (!shapes.has_value()) {
     return {HostCallQueueing::kRunsNow, device, 0, call_to_learn(schema, *stack, signature)};
   }

@@ -120,6 +120,7 @@ def register(backend: Backend, status: BackendStatus, config: settings.Settings)
 FRAMEWORK_INTEGRATIONS = {
     "accelerate.accelerator": "accelerate",
     "transformers.training_args": "transformers",
+    "transformers.utils.import_utils": "transformers_graphs",
     "transformers.testing_utils": "transformers_testing",
     "lightning.pytorch.trainer.connectors.accelerator_connector": "lightning",
     "pytorch_lightning.trainer.connectors.accelerator_connector": "lightning",

@@ -27,6 +27,10 @@ log = logging.getLogger("torchplug.integrations")
 WITHOUT_INTEGRATION = {
     "accelerate": "set ACCELERATE_TORCH_DEVICE to the device, e.g. ACCELERATE_TORCH_DEVICE=foo",
     "transformers": "set ACCELERATE_TORCH_DEVICE to the device, e.g. ACCELERATE_TORCH_DEVICE=foo",
+    "transformers_graphs": (
+        "pass attention_mask and position_ids to the model: its host checks then run "
+        "outside a graph capture"
+    ),
     "transformers_testing": (
         "set TRANSFORMERS_TEST_DEVICE_SPEC to a device spec file "
         "(torchplug_testing.transformers_spec.write)"
