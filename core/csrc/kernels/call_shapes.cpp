@@ -159,6 +159,42 @@ using Answers = std::unordered_map<std::vector<int64_t>, std::vector<ResultShape
 std::mutex answers_mutex;
 auto* answers = new std::unordered_map<const c10::FunctionSchema*, Answers>();  // leaked: kernels run at exit
 
+// The `count` results at `values` as shapes: each tensor's geometry and which
+// of `written` it is; nothing when a result is not a tensor or a list of
+// them, or a defined tensor fails `describable` (a sparse one has no strides).
+template <typename Describable>
+std::optional<std::vector<ResultShape>> describe_results(const c10::IValue* values, size_t count,
+                                                         const std::vector<at::Tensor>& written,
+                                                         Describable describable) {
+  std::vector<ResultShape> shapes(count);
+  for (size_t i = 0; i < count; ++i) {
+    const c10::IValue& value = values[i];
+    bool described = value.isTensor() || value.isTensorList();
+    shapes[i].list = value.isTensorList();
+    map_tensors(value, [&](const at::Tensor& tensor) {
+      ResultTensor& result = shapes[i].tensors.emplace_back();
+      result.defined = tensor.defined();
+      described = described && (!result.defined || describable(tensor));
+      if (!result.defined || !described) {
+        return tensor;
+      }
+      for (size_t w = 0; w < written.size(); ++w) {
+        if (written[w].unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+          result.written = static_cast<int>(w);
+        }
+      }
+      result.sizes = tensor.sizes().vec();
+      result.strides = tensor.strides().vec();
+      result.dtype = tensor.scalar_type();
+      return tensor;
+    });
+    if (!described) {
+      return std::nullopt;
+    }
+  }
+  return shapes;
+}
+
 }  // namespace
 
 std::vector<at::Tensor> written_arguments(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
@@ -226,35 +262,8 @@ std::optional<std::vector<ResultShape>> meta_result_shapes(const c10::OperatorHa
   } catch (const std::exception&) {
     return std::nullopt;  // the meta kernel refuses what the CPU kernel may take
   }
-  std::vector<ResultShape> shapes(schema.returns().size());
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const c10::IValue& value = call[i];
-    if (!value.isTensor() && !value.isTensorList()) {
-      return std::nullopt;
-    }
-    shapes[i].list = value.isTensorList();
-    bool strided = true;
-    map_tensors(value, [&](const at::Tensor& tensor) {
-      ResultTensor& result = shapes[i].tensors.emplace_back();
-      result.defined = tensor.defined();
-      if (result.defined) {
-        strided = strided && tensor.layout() == c10::kStrided;
-        for (size_t w = 0; w < written_on_meta.size(); ++w) {
-          if (written_on_meta[w].unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
-            result.written = static_cast<int>(w);
-          }
-        }
-        result.sizes = tensor.sizes().vec();
-        result.strides = tensor.strides().vec();
-        result.dtype = tensor.scalar_type();
-      }
-      return tensor;
-    });
-    if (!strided) {
-      return std::nullopt;
-    }
-  }
-  return shapes;
+  return describe_results(call.data(), schema.returns().size(), written_on_meta,
+                          [](const at::Tensor& tensor) { return tensor.layout() == c10::kStrided; });
 }
 
 void learn_result_shapes(const c10::OperatorHandle& op, CallToLearn call, const torch::jit::Stack& stack) {
@@ -264,41 +273,19 @@ void learn_result_shapes(const c10::OperatorHandle& op, CallToLearn call, const 
     }
   }
   const size_t count = op.schema().returns().size();
-  std::vector<ResultShape> shapes(count);
-  for (size_t i = 0; i < count; ++i) {
-    const c10::IValue& value = stack[stack.size() - count + i];
-    shapes[i].list = value.isTensorList();
-    bool learnable = value.isTensor() || value.isTensorList();
-    map_tensors(value, [&](const at::Tensor& tensor) {
-      ResultTensor& result = shapes[i].tensors.emplace_back();
-      result.defined = tensor.defined();
-      if (!result.defined) {
-        return tensor;
-      }
-      learnable = learnable && tensor.layout() == c10::kStrided && !tensor.device().is_cpu();
-      if (!learnable) {
-        return tensor;  // a sparse result has no strides to learn
-      }
-      for (size_t w = 0; w < call.written.size(); ++w) {
-        if (call.written[w].unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
-          result.written = static_cast<int>(w);
-        }
-      }
-      result.sizes = tensor.sizes().vec();
-      result.strides = tensor.strides().vec();
-      result.dtype = tensor.scalar_type();
-      return tensor;
-    });
-    if (!learnable) {
-      return;
-    }
+  std::optional<std::vector<ResultShape>> shapes =
+      describe_results(&stack[stack.size() - count], count, call.written, [](const at::Tensor& tensor) {
+        return tensor.layout() == c10::kStrided && !tensor.device().is_cpu();
+      });
+  if (!shapes.has_value()) {
+    return;
   }
   const std::lock_guard<std::mutex> lock(answers_mutex);
   Answers& known = (*answers)[&op.schema()];
   if (known.size() >= kRememberedPerOperator) {
     known.clear();
   }
-  known.emplace(call.signature.words(), std::move(shapes));
+  known.emplace(call.signature.words(), *std::move(shapes));
 }
 
 }  // namespace torchplug
