@@ -368,7 +368,8 @@ at::Tensor histc(const at::Tensor& self, int64_t bins, const c10::Scalar& min, c
 // only a call run at once can do to device memory: sized here first (as the
 // CPU sizes it), the call queues like any other once its signature ran, and a
 // graph can capture it (the position ids of every transformer).
-at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, at::Tensor& out) {
+at::Tensor& sized_arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                             at::Tensor& out) {
   const int64_t size = AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange", [&] {
     return at::native::compute_arange_size<scalar_t>(start, end, step);
   });
@@ -407,7 +408,7 @@ void register_host_kernels(DeviceKernels& library) {
   library.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   library.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
   library.impl("histc", TORCH_FN(histc));
-  library.impl<at::_ops::arange_start_out>(TORCH_FN(arange_out));
+  library.impl<at::_ops::arange_start_out>(TORCH_FN(sized_arange_out));
 }
 
 }  // namespace torchplug
