@@ -1,16 +1,15 @@
 #include "device/graph.h"
 
 #include <fstream>
-#include <unordered_set>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include <ATen/core/GraphImplInterface.h>
 #include <c10/core/DeviceGuard.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 
