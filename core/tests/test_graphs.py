@@ -149,6 +149,101 @@ def test_a_captured_training_step_trains_as_on_the_cpu(device: str) -> None:
         torch.testing.assert_close(device_parameter.detach().cpu(), parameter.detach())
 
 
+@pytest.mark.parametrize("device", with_backward(DEVICES))
+def test_graphed_modules_train_as_the_cpu_and_run_eagerly_in_the_other_mode(device: str) -> None:
+    def networks() -> tuple[torch.nn.Module, torch.nn.Module]:
+        torch.manual_seed(0)
+        encoder = torch.nn.Sequential(
+            torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)
+        )
+        return encoder, torch.nn.Linear(4, 2)
+
+    cpu_encoder, cpu_head = networks()
+    encoder, head = (network.to(device) for network in networks())
+    sample_x = torch.randn(5, 8, device=device)
+    sample_hidden = torch.randn(5, 4, device=device, requires_grad=True)
+    encoder, head = module(device).make_graphed_callables(
+        (encoder, head), ((sample_x,), (sample_hidden,))
+    )
+    cpu_optimizer = torch.optim.SGD([*cpu_encoder.parameters(), *cpu_head.parameters()], lr=0.1)
+    optimizer = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.1, foreach=False)
+    for _ in range(3):
+        x, y = torch.randn(5, 8), torch.randn(5, 2)
+        cpu_optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)
+        expected = F.mse_loss(cpu_head(cpu_encoder(x)), y)
+        expected.backward()
+        cpu_optimizer.step()
+        loss = F.mse_loss(head(encoder(x.to(device))), y.to(device))
+        loss.backward()
+        optimizer.step()
+        assert torch.equal(loss.cpu(), expected.detach())
+    for cpu_parameter, parameter in zip(
+        [*cpu_encoder.parameters(), *cpu_head.parameters()],
+        [*encoder.parameters(), *head.parameters()],
+        strict=True,
+    ):
+        assert torch.equal(parameter.detach().cpu(), cpu_parameter.detach())
+    # Captured in training mode: in eval mode the module's own forward runs,
+    # with the parameters of the moment and any batch size.
+    encoder.eval()
+    x = torch.randn(3, 8)
+    assert torch.equal(encoder(x.to(device)).detach().cpu(), cpu_encoder.eval()(x).detach())
+
+
+@pytest.mark.parametrize("device", with_backward(DEVICES))
+def test_a_graphed_function_gives_the_cpus_values_and_gradients(device: str) -> None:
+    def function(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (a * b).sin(), a + b
+
+    samples = tuple(torch.randn(6, device=device, requires_grad=True) for _ in range(2))
+    graphed = module(device).make_graphed_callables(function, samples)
+    a, b = (torch.randn(6, requires_grad=True) for _ in range(2))
+    device_a, device_b = (t.detach().to(device).requires_grad_() for t in (a, b))
+    first, second = graphed(device_a, device_b)
+    (first.sum() + second.sum()).backward()
+    expected_first, expected_second = function(a, b)
+    (expected_first.sum() + expected_second.sum()).backward()
+    assert torch.equal(first.detach().cpu(), expected_first.detach())
+    assert torch.equal(device_a.grad.cpu(), a.grad)
+    assert torch.equal(device_b.grad.cpu(), b.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_graphed_callable_replays_its_forward_without_autograd(device: str) -> None:
+    linear = torch.nn.Linear(6, 3).to(device).requires_grad_(False)
+    graphed = module(device).make_graphed_callables(linear, (torch.zeros(2, 6, device=device),))
+    for _ in range(2):
+        x = torch.randn(2, 6)
+        expected = F.linear(x, linear.weight.cpu(), linear.bias.cpu())
+        assert torch.equal(graphed(x.to(device)).cpu(), expected)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_make_graphed_callables_rejects_what_it_cannot_replay(device: str) -> None:
+    make = module(device).make_graphed_callables
+    linear = torch.nn.Linear(2, 2).to(device)
+    with pytest.raises(TypeError, match=r"must be a tuple.*\(tensor,\)"):
+        make(linear, torch.ones(1, 2, device=device))
+    with pytest.raises(ValueError, match=rf"is on cpu.*\.to\('{device}'\)"):
+        make(linear, (torch.ones(1, 2),))
+    with pytest.raises(TypeError, match="only tensors"):
+        make(lambda x, scale: x * scale, (torch.ones(2, device=device), 2.0))
+    with pytest.raises(ValueError, match="2 callables but 1"):
+        make((linear, linear), ((torch.ones(1, 2, device=device),),))
+    linear.register_forward_hook(lambda *_: None)
+    with pytest.raises(ValueError, match="has hooks"):
+        make(linear, (torch.ones(1, 2, device=device),))
+    with (
+        torch.autocast(device, dtype=torch.bfloat16),
+        pytest.raises(RuntimeError, match="cache_enabled=False"),
+    ):
+        make(lambda x: x * 2, (torch.ones(2, device=device),))
+    graphed = make(lambda x: x * 2, (torch.ones(2, device=device),))
+    with pytest.raises(ValueError, match="captured with 1 tensor arguments and was called with 2"):
+        graphed(torch.ones(2, device=device), torch.ones(2, device=device))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_host_read_in_a_capture_raises_and_the_capture_is_abandoned(device: str) -> None:
     values = torch.ones(8, device=device)

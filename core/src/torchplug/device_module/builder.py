@@ -7,7 +7,16 @@ import types
 from typing import Any
 
 from torchplug.backend import Backend, BackendStatus
-from torchplug.device_module import amp, fallback, graphs, memory, properties, random, streams
+from torchplug.device_module import (
+    amp,
+    fallback,
+    graphed_callables,
+    graphs,
+    memory,
+    properties,
+    random,
+    streams,
+)
 from torchplug.device_module._device import BoundDevice
 
 
@@ -30,6 +39,7 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
         **amp.functions(),
     }
     exported.update(graphs.functions(bound, exported))
+    exported.update(graphed_callables.functions(name, exported))
     for attribute, value in exported.items():
         if callable(value) and not isinstance(value, type):
             value.__qualname__ = attribute
