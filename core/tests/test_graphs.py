@@ -312,6 +312,27 @@ def test_the_sanitizer_checks_replays_not_captures(device: str) -> None:
             doubled.add_(1)
 
 
+@pytest.mark.parametrize(
+    "device", [d for d in DEVICES if d != "hpu"]
+)  # hpu: no device profiler hook
+def test_the_profiler_shows_each_replays_kernels(device: str) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    matrix = torch.randn(32, 32, device=device)
+    graph, _ = capture(device, lambda: (torch.special.bessel_j0(matrix @ matrix)).relu())
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as trace:
+        graph.replay()
+        graph.replay()
+        module(device).synchronize()
+    kernels = [
+        event.name for event in trace.events() if event.device_type != torch.autograd.DeviceType.CPU
+    ]
+    assert kernels.count("aten::mm kernel") == 2, kernels
+    assert kernels.count("aten::special_bessel_j0 (CPU fallback)") == 2, kernels
+    replays = [event.name for event in trace.events() if event.name.endswith("Graph.replay")]
+    assert replays == [f"torch.{device}.Graph.replay"] * 2, replays
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_mem_pool_serves_only_the_allocations_routed_to_it(device: str) -> None:
     pool = module(device).MemPool()
@@ -324,8 +345,6 @@ def test_a_mem_pool_serves_only_the_allocations_routed_to_it(device: str) -> Non
     with module(device).use_mem_pool(pool):
         again = torch.empty(4096, device=device)
     assert again.data_ptr() == pointer
-    with pytest.raises(NotImplementedError, match="pluggable allocators"):
-        module(device).MemPool(allocator=object())
 
 
 def test_graphs_without_the_drivers_extension_give_a_clear_error() -> None:

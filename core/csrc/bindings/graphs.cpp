@@ -2,6 +2,7 @@
 
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "backend/backend.h"
 #include "driver/stream.h"
 #include "memory/device_allocator.h"
+#include "memory/segment_source.h"
 
 namespace torchplug {
 namespace {
@@ -39,6 +41,13 @@ at::GraphCaptureMode capture_mode(const std::string& mode) {
 c10::Device device_of(const std::string& device_type, int device) {
   const c10::DeviceType type = backend(device_type).type;
   return c10::Device(type, checked_device_index(type, static_cast<c10::DeviceIndex>(device)));
+}
+
+// A pluggable allocator's functions, given as the addresses Python's ctypes found.
+std::shared_ptr<const SegmentSource> segment_source(const std::string& name, uintptr_t allocate, uintptr_t free) {
+  TORCH_CHECK(allocate != 0 && free != 0, "The pluggable allocator ", name, " lacks an allocate or free function.");
+  return std::make_shared<const SegmentSource>(SegmentSource{
+      name, reinterpret_cast<SegmentSource::Allocate>(allocate), reinterpret_cast<SegmentSource::Free>(free)});
 }
 
 }  // namespace
@@ -84,6 +93,15 @@ void bind_graphs(py::module_& module) {
   });
   module.def("release_pool", [](const std::string& device_type, int device, PoolId pool) {
     release_pool(device_of(device_type, device), pool);
+  });
+  // Pluggable allocators: a library's functions serve the device type, or a pool.
+  module.def("change_current_allocator",
+             [](const std::string& device_type, const std::string& name, uintptr_t allocate, uintptr_t free) {
+               use_segment_source(backend(device_type).type, segment_source(name, allocate, free));
+             });
+  module.def("set_pool_allocator", [](const std::string& device_type, int device, PoolId pool, const std::string& name,
+                                      uintptr_t allocate, uintptr_t free) {
+    set_pool_source(device_of(device_type, device), pool, segment_source(name, allocate, free));
   });
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ATen/core/GraphImplInterface.h>
+#include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
@@ -25,7 +26,10 @@ namespace {
 
 class DeviceGraph final : public at::GraphImplInterface {
  public:
-  DeviceGraph(c10::DeviceType type, const at::GraphImplArgs& args) : type_(type), keep_graph_(args.keep_graph) {}
+  DeviceGraph(c10::DeviceType type, const at::GraphImplArgs& args)
+      : type_(type),
+        keep_graph_(args.keep_graph),
+        replay_scope_("torch." + c10::DeviceTypeName(type, /*lower_case=*/true) + ".Graph.replay") {}
   ~DeviceGraph() override {
     try {
       reset();
@@ -88,7 +92,9 @@ class DeviceGraph final : public at::GraphImplInterface {
     if (!instantiated_) {
       instantiate();
     }
-    const c10::DeviceGuard guard(device_);
+    // The profiler shows the replay on the host, and the kernels it runs as device activity.
+    RECORD_USER_SCOPE(replay_scope_);
+    const c10::DeviceGuard device_guard(device_);
     const c10::Stream stream = current_stream(device_);
     std::vector<std::shared_ptr<void>> draws = reserve_draws(stream);
     translate_runtime_errors([&] { runtime_stream(stream).launch_graph(graph_); });
@@ -181,6 +187,7 @@ class DeviceGraph final : public at::GraphImplInterface {
 
   const c10::DeviceType type_;
   const bool keep_graph_;
+  const std::string replay_scope_;
   c10::Device device_{c10::kCPU};
   std::optional<c10::Stream> capture_stream_;
   const driver::Stream* driver_stream_ = nullptr;  // the stream that captured graph_, of its driver client

@@ -22,6 +22,7 @@
 #include "driver/event.h"
 #include "driver/memory_access.h"
 #include "driver/stream.h"
+#include "memory/segment_source.h"
 #include "registration/kernels.h"
 
 namespace torchplug {
@@ -69,6 +70,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     bool adopted = false;
     c10::DataPtr adopted_data;                  // owner of adopted host memory
     c10::MempoolId_t pool{0, 0};                // the private pool it belongs to, or {0, 0}
+    std::shared_ptr<const SegmentSource> source;  // whose memory it is: a pluggable allocator's, or the driver's
   };
 
   explicit CachingDeviceAllocator(c10::DeviceType type) : type_(type) {}
@@ -99,6 +101,28 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     const driver::Stream& stream = runtime().stream(device.index(), current_stream(device).id());
     stream.copy_async(block->pointer, host_data.get(), nbytes, TPD_COPY_HOST_TO_DEVICE);
     stream.enqueue([source = std::make_shared<c10::DataPtr>(std::move(host_data))] {});
+    return c10::DataPtr(block->pointer, block, &free_block, device);
+  }
+
+  // On the simulator, whose device memory is host memory, with a pluggable
+  // allocator serving `device` (whose memory the driver does not know, so its
+  // copies refuse it): the host data is copied in the current stream's order
+  // (the block may still be read by work queued before), or at once on the
+  // stream's worker, which runs in that order.
+  c10::DataPtr copy_into_pluggable_memory(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
+    if (nbytes == 0) {
+      return c10::DataPtr(nullptr, device);
+    }
+    Block* block = take_block(device.index(), nbytes);
+    void* destination = block->pointer;
+    if (on_stream_worker_thread()) {
+      std::memcpy(destination, host_data.get(), nbytes);
+    } else {
+      const driver::Stream& stream = runtime().stream(device.index(), current_stream(device).id());
+      stream.enqueue([destination, nbytes, source = std::make_shared<c10::DataPtr>(std::move(host_data))] {
+        std::memcpy(destination, source->get(), nbytes);
+      });
+    }
     return c10::DataPtr(block->pointer, block, &free_block, device);
   }
 
@@ -234,13 +258,18 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (found == dev.pools.end() || --found->second.users > 0) {
       return;
     }
-    for (auto& [size, blocks] : found->second.cached) {
+    Cache cached = std::move(found->second.cached);
+    dev.pools.erase(found);
+    for (auto& [size, blocks] : cached) {
       for (Block* block : blocks) {
         block->pool = {0, 0};
-        dev.cached[size].push_back(block);
+        if (block->source != nullptr) {
+          give_back(dev, block);
+        } else {
+          dev.cached[size].push_back(block);
+        }
       }
     }
-    dev.pools.erase(found);
   }
 
   void set_memory_fraction(c10::DeviceIndex device, double fraction) {
@@ -253,9 +282,38 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return state(checked_device_index(type_, device)).memory_fraction;
   }
 
+  // From now on every allocation of the default pool is a segment of
+  // `source`, given back to it when freed (uncached, as CUDA's pluggable
+  // allocators are); private pools without a source of their own cache its
+  // segments. Only before the first allocation.
+  void use_source(std::shared_ptr<const SegmentSource> source) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string name = c10::DeviceTypeName(type_, /*lower_case=*/true);
+    TORCH_CHECK(current_source_ == nullptr, "torch.", name, ".memory.change_current_allocator was called already (with ",
+                current_source_->name, "); the allocator of a device type changes once per process.");
+    for (size_t device = 0; device < per_device_.size(); ++device) {
+      const auto reserved = per_device_[device].stats.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current;
+      TORCH_CHECK(reserved == 0, "torch.", name, ".memory.change_current_allocator must run before the first ", name,
+                  " tensor is allocated, but ", name, ":", device, " holds ", reserved,
+                  " bytes from the caching allocator already: call it first thing in the program.");
+    }
+    current_source_ = std::move(source);
+  }
+
+  // The segments of private pool `pool` come from `source` (a MemPool's allocator).
+  void set_pool_source(c10::DeviceIndex device, c10::MempoolId_t pool, std::shared_ptr<const SegmentSource> source) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    PrivatePool& private_pool = state(device).pools[pool];
+    TORCH_CHECK(private_pool.cached.empty(), "A pool's allocator is set before anything is allocated from the pool.");
+    private_pool.source = std::move(source);
+  }
+
   c10::DataPtr adopt(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
     if (!runtime().is_simulator()) {
       return copy_of(std::move(host_data), nbytes, device);
+    }
+    if (pluggable_allocator_serves(device)) {
+      return copy_into_pluggable_memory(std::move(host_data), nbytes, device);
     }
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -283,6 +341,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   struct PrivatePool {
     Cache cached;
     int users = 0;
+    std::shared_ptr<const SegmentSource> source;  // null: the current source
   };
   // Allocations on `stream` (a capture) or by `thread` (use_mem_pool) go to `pool`.
   struct Route {
@@ -323,6 +382,35 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return dev.cached;
   }
 
+  // Where new segments of `pool` come from: the pool's own source, else the
+  // device type's current one; null is the driver. Caller holds mutex_.
+  std::shared_ptr<const SegmentSource> source_of(const DeviceState& dev, c10::MempoolId_t pool) const {
+    if (pool != c10::MempoolId_t{0, 0}) {
+      auto found = dev.pools.find(pool);
+      if (found != dev.pools.end() && found->second.source != nullptr) {
+        return found->second.source;
+      }
+    }
+    return current_source_;
+  }
+
+  // Whether an allocation on `device`'s current stream now comes from a
+  // pluggable allocator: then the host memory of a CPU kernel's output is
+  // copied into it rather than adopted, so that all memory is the allocator's.
+  bool pluggable_allocator_serves(c10::Device device) {
+    const c10::StreamId stream = current_stream(device).id();
+    std::lock_guard<std::mutex> lock(mutex_);
+    const DeviceState& dev = state(device.index());
+    return source_of(dev, routed_pool(dev, stream)) != nullptr;
+  }
+
+  // A block from a pluggable allocator goes back to it when freed, unless a
+  // live private pool caches it.
+  static bool returns_to_source(const DeviceState& dev, const Block& block) {
+    return block.source != nullptr &&
+           (block.pool == c10::MempoolId_t{0, 0} || dev.pools.find(block.pool) == dev.pools.end());
+  }
+
   DeviceState& state(c10::DeviceIndex device) {
     if (per_device_.size() <= static_cast<size_t>(device)) {
       per_device_.resize(device + 1);
@@ -361,9 +449,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     DeviceState& dev = state(device);
     reclaim_finished(dev);
     const c10::MempoolId_t pool = routed_pool(dev, stream);
+    std::shared_ptr<const SegmentSource> source = source_of(dev, pool);
+    const bool uncached = source != nullptr && pool == c10::MempoolId_t{0, 0};
     Cache& cached = cache_of(dev, pool);
     Block* block = nullptr;
-    auto it = cached.find(size);
+    auto it = uncached ? cached.end() : cached.find(size);
     if (it != cached.end()) {
       // Prefer a block last used on this stream: reuse needs no synchronisation.
       auto& blocks = it->second;
@@ -376,7 +466,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
     }
     if (block == nullptr) {
-      block = new_block(device, size, lock);
+      block = source != nullptr ? new_source_block(device, uncached ? nbytes : size, stream, std::move(source))
+                                : new_block(device, size, lock);
     }
     block->requested = nbytes;
     block->stream = stream;
@@ -461,6 +552,45 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     return new Block{this, pointer, size, size, device, 0, {}, {}, false, {}};
   }
 
+  Block* new_source_block(c10::DeviceIndex device, size_t size, c10::StreamId stream,
+                          std::shared_ptr<const SegmentSource> source) {
+    DeviceState& dev = state(device);
+    void* handle = translate_runtime_errors([&] { return runtime().stream(device, stream).handle(); });
+    void* pointer = source->allocate(size, device, handle);
+    if (pointer == nullptr) {
+      ++dev.stats.num_ooms;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, c10::Device(type_, device),
+                       " out of memory: the pluggable allocator ", source->name, " returned no memory for ", size,
+                       " bytes. Free tensors, or give the allocator more memory.");
+    }
+    count_segment(dev.stats, size, /*add=*/true);
+    return new Block{this, pointer, size, size, device, stream, {}, {}, false, {}, {0, 0}, std::move(source)};
+  }
+
+  // Gives `block` back to its pluggable allocator once the work queued on its
+  // streams has run. Caller holds mutex_.
+  void give_back(DeviceState& dev, Block* block) {
+    translate_runtime_errors([&] {
+      driver::Stream& stream = runtime().stream(block->device, block->stream);
+      if (!stream.query()) {
+        block->pending.push_back(std::make_unique<driver::Event>());
+        block->pending.back()->record(runtime(), stream);
+      }
+    });
+    if (block->pending.empty()) {
+      return_to_source(dev, block);
+    } else {
+      dev.awaiting_streams.push_back(block);
+    }
+  }
+
+  void return_to_source(DeviceState& dev, Block* block) {
+    void* handle = translate_runtime_errors([&] { return runtime().stream(block->device, block->stream).handle(); });
+    block->source->free(block->pointer, block->size, block->device, handle);
+    count_segment(dev.stats, block->size, /*add=*/false);
+    delete block;
+  }
+
   // Returns cached (unused) blocks of `device` to the runtime. Caller holds mutex_.
   void release_cached(c10::DeviceIndex device) {
     DeviceState& dev = state(device);
@@ -495,6 +625,8 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
         waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
         if (block->adopted) {
           delete_adopted(dev, block);
+        } else if (returns_to_source(dev, *block)) {
+          return_to_source(dev, block);
         } else {
           cache_of(dev, block->pool)[block->size].push_back(block);
         }
@@ -542,7 +674,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
     });
     block->used_on.clear();
-    if (block->pending.empty()) {
+    if (returns_to_source(dev, *block)) {
+      give_back(dev, block);
+    } else if (block->pending.empty()) {
       cache_of(dev, block->pool)[block->size].push_back(block);
     } else {
       dev.awaiting_streams.push_back(block);
@@ -575,6 +709,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
 
   const c10::DeviceType type_;
   std::mutex mutex_;
+  std::shared_ptr<const SegmentSource> current_source_;  // change_current_allocator's, or null
   std::deque<DeviceState> per_device_;  // grows at the end; a state keeps its address
 };
 
@@ -598,6 +733,18 @@ CachingDeviceAllocator& caching_allocator(c10::DeviceType type) {
 }
 
 c10::DeviceAllocator& device_allocator(c10::DeviceType type) { return caching_allocator(type); }
+
+namespace {
+// A pluggable allocator's memory is host memory its library allocated: the
+// device must be one whose memory the host addresses.
+void check_pluggable(c10::DeviceType type) {
+  const BackendIdentity& identity = backend(type);
+  TORCH_CHECK(identity.host_addressable, "Pluggable allocators need a device whose memory is host memory, but ",
+              identity.name, "'s driver (", device_runtime(type).library().name(),
+              ") keeps its memory on the device, where an allocator library cannot reach it: use the caching "
+              "allocator (create the MemPool without an allocator).");
+}
+}  // namespace
 
 bool allocated_by_device_allocator(const c10::DataPtr& data) { return CachingDeviceAllocator::allocated_here(data); }
 
@@ -628,6 +775,16 @@ void release_pool(c10::Device device, c10::MempoolId_t pool) {
 c10::MempoolId_t new_pool_id() {
   static std::atomic<c10::CaptureId_t> next{1};
   return {0, next.fetch_add(1)};
+}
+
+void use_segment_source(c10::DeviceType type, std::shared_ptr<const SegmentSource> source) {
+  check_pluggable(type);
+  caching_allocator(type).use_source(std::move(source));
+}
+
+void set_pool_source(c10::Device device, c10::MempoolId_t pool, std::shared_ptr<const SegmentSource> source) {
+  check_pluggable(device.type());
+  caching_allocator(device.type()).set_pool_source(device.index(), pool, std::move(source));
 }
 
 c10::DataPtr adopt_as_device_memory(c10::DataPtr host_data, size_t nbytes, c10::Device device) {

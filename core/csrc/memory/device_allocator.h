@@ -1,7 +1,10 @@
 #pragma once
+#include <memory>
 #include <optional>
 
 #include <c10/core/CachingDeviceAllocator.h>
+
+#include "memory/segment_source.h"
 
 namespace torchplug {
 
@@ -35,5 +38,13 @@ void retain_pool(c10::Device device, c10::MempoolId_t pool);
 void release_pool(c10::Device device, c10::MempoolId_t pool);
 // A new pool id, {0, n} as torch's graph_pool_handle gives them.
 c10::MempoolId_t new_pool_id();
+
+// Pluggable allocators, on devices whose memory the host addresses. From now
+// on every allocation of `type`'s default pools is a segment of `source`,
+// given back to it when freed (change_current_allocator: before the first
+// allocation only).
+void use_segment_source(c10::DeviceType type, std::shared_ptr<const SegmentSource> source);
+// The segments of private pool `pool` come from `source` (a MemPool's allocator).
+void set_pool_source(c10::Device device, c10::MempoolId_t pool, std::shared_ptr<const SegmentSource> source);
 
 }  // namespace torchplug

@@ -8,6 +8,7 @@ from typing import Any
 
 from torchplug.backend import Backend, BackendStatus
 from torchplug.device_module import (
+    allocators,
     amp,
     fallback,
     graphed_callables,
@@ -33,10 +34,11 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
     exported: dict[str, Any] = {
         **properties.functions(bound),
         **streams.functions(bound),
-        **memory.functions(bound),
+        **(memory_functions := memory.functions(bound)),
         **random.functions(bound),
         **fallback.functions(bound),
         **amp.functions(),
+        **allocators.functions(bound),
     }
     exported.update(graphs.functions(bound, exported))
     exported.update(graphed_callables.functions(name, exported))
@@ -48,8 +50,29 @@ def build(backend: Backend, status: BackendStatus) -> types.ModuleType:
             continue  # the plugin's own definition wins
         setattr(module, attribute, value)
     module.__all__ = [attribute for attribute in exported if not attribute.startswith("_")]
+    if getattr(module, "memory", None) is None:
+        module.memory = _memory_namespace(module, exported, memory_functions)
     _expose_initialized_flag(module, exported["is_initialized"])
     return module
+
+
+_MEMORY_EXTRAS = {"MemPool", "use_mem_pool", "change_current_allocator"}
+
+
+def _memory_namespace(
+    module: types.ModuleType, exported: dict[str, Any], memory_functions: dict[str, Any]
+) -> types.ModuleType:
+    """``torch.<name>.memory``, as ``torch.cuda.memory``: the memory functions,
+    pools and pluggable allocators."""
+    namespace = types.ModuleType(f"{module.__name__}.memory", "Memory management of the device.")
+    for attribute in exported:
+        if (
+            attribute in memory_functions
+            or attribute in _MEMORY_EXTRAS
+            or attribute.endswith("Allocator")
+        ):
+            setattr(namespace, attribute, getattr(module, attribute))
+    return namespace
 
 
 def _expose_initialized_flag(module: types.ModuleType, is_initialized: Any) -> None:

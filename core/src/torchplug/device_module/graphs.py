@@ -12,7 +12,9 @@ from typing import Any
 
 import torch
 
+from torchplug.device_module import allocators
 from torchplug.device_module._device import BoundDevice
+from torchplug.device_module.allocators import PluggableAllocator
 
 PoolId = tuple[int, int]
 
@@ -123,27 +125,38 @@ def functions(bound: BoundDevice, parts: dict[str, Any]) -> dict[str, Any]:
     class MemPool:
         """A private memory pool of the current device (``torch.cuda.MemPool``):
         what is allocated inside ``use_mem_pool(pool)`` comes from it, and its
-        free memory serves only those allocations while the pool lives."""
+        free memory serves only those allocations while the pool lives. With
+        ``allocator``, its memory comes from that pluggable allocator and goes
+        back to it when the pool and its tensors are gone."""
 
-        def __init__(self, allocator: Any = None) -> None:
-            if allocator is not None:
-                raise NotImplementedError(
-                    f"torch.{name}.MemPool(allocator=...): pluggable allocators are not supported "
-                    f"on {name} yet; create the pool without one (it uses the device's caching "
-                    "allocator)."
-                )
+        def __init__(self, allocator: PluggableAllocator | None = None) -> None:
             native = bound.native()
             self._device = bound.current_device()
             self._id: PoolId = native.graph_pool_handle()
+            self._allocator = None if allocator is None else allocators.checked(allocator, name)
             native.retain_pool(key, self._device, self._id)
+            if self._allocator is not None:
+                try:
+                    native.set_pool_allocator(
+                        key,
+                        self._device,
+                        self._id,
+                        self._allocator.name,
+                        *self._allocator.addresses,
+                    )
+                except BaseException:
+                    native.release_pool(key, self._device, self._id)
+                    raise
 
         @property
         def id(self) -> PoolId:
             return self._id
 
         @property
-        def allocator(self) -> None:
-            return None
+        def allocator(self) -> PluggableAllocator | None:
+            """The pluggable allocator the pool's memory comes from, or None
+            for the device's own memory."""
+            return self._allocator
 
         def __del__(self) -> None:
             # At interpreter shutdown the core may be gone already.

@@ -14,6 +14,7 @@ loads the image and runs it on its stream (``torchplug._C.launch_device_code``).
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -151,6 +152,8 @@ def wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
         ) -> PythonWrapperCodegen:
             if is_subgraph:
                 return SubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            if torch._inductor.config.triton.cudagraphs:
+                _say_graphs_are_not_replayed()
             return WrapperCodegen()
 
         def write_header(self) -> None:
@@ -190,6 +193,27 @@ def wrapper_codegen(devices: Callable[[], tuple[str, ...]]) -> type:
             return line
 
     return WrapperCodegen
+
+
+@functools.cache
+def _say_graphs_are_not_replayed() -> None:
+    """Once per process: ``mode="reduce-overhead"`` (Inductor's
+    ``triton.cudagraphs``) compiles for a torchplug device without graph
+    replay. Inductor's graph trees capture only on CUDA (its supported device
+    types are a private constant, and the trees call ``torch.cuda`` directly)
+    and skip other devices without a word."""
+    from torch._inductor.virtualized import V
+
+    names = sorted(t for t in V.graph.device_types if t != "cpu") or ["this device"]
+    device = names[0]
+    warnings.warn(
+        f'torch.compile(mode="reduce-overhead") on {device} runs the compiled code without '
+        f"graph replay: torch {torch.__version__.split('+')[0]}'s Inductor captures graphs on CUDA "
+        f"only. To replay, capture the compiled function yourself with torch.{device}.graph "
+        "(see torchplug's docs/compile.md).",
+        UserWarning,
+        stacklevel=2,
+    )
 
 
 def _device_arguments(device: torch.device) -> str:
