@@ -3,12 +3,10 @@ torchplug device: transformers sees the capture and skips its host checks."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
-from torchplug_bench import zoo
+from torchplug_bench import graphs
 
 pytest.importorskip("transformers")
 
@@ -32,26 +30,8 @@ def test_transformers_sees_a_capture_on_a_torchplug_device() -> None:
 
 def test_a_captured_gpt2_training_step_replays_as_eager_steps() -> None:
     """Bit for bit, dropout included: each step is seeded alike on both sides."""
-    spec = zoo.MODELS_BY_NAME["gpt2"]
-    zoo.seed_everything(zoo.DATA_SEED)
-    batch = zoo.to_device(spec.batch(), DEVICE)
-    zoo.seed_everything(zoo.MODEL_SEED)
-    base = spec.build()
-
-    def training():
-        model = copy.deepcopy(base).to(DEVICE).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
-
-        def step() -> torch.Tensor:
-            optimizer.zero_grad(set_to_none=True)
-            loss = spec.loss(model, batch)
-            loss.backward()
-            optimizer.step()
-            return loss
-
-        return step, model
-
-    (eager, eager_model), (captured, captured_model) = training(), training()
+    eager, eager_model = graphs.training_step(DEVICE, capturable=True)
+    captured, captured_model = graphs.training_step(DEVICE, capturable=True)
     side = torch.foo.Stream()
     side.wait_stream(torch.foo.current_stream())
     with torch.foo.stream(side):

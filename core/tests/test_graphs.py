@@ -261,6 +261,24 @@ def test_a_host_read_in_a_capture_raises_and_the_capture_is_abandoned(device: st
     assert values.cpu().tolist() == [4.0] * 8
 
 
+@pytest.mark.parametrize("mode", ["default", "global", "thread_local", "relaxed"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_capture_error_mode_captures_and_refuses_host_reads(device: str, mode: str) -> None:
+    values = torch.ones(4, device=device)
+    graph = module(device).Graph(keep_graph=True)
+    with module(device).graph(graph, capture_error_mode=mode):
+        values.mul_(3)
+    graph.instantiate()
+    graph.replay()
+    assert values.cpu().tolist() == [3.0] * 4
+    # What would run on the host cannot be captured, whatever the mode.
+    with (
+        pytest.raises(RuntimeError, match="capturing a graph"),
+        module(device).graph(module(device).Graph(), capture_error_mode=mode),
+    ):
+        values.sum().item()
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_capture_errors_name_the_fix(device: str) -> None:
     graph = module(device).Graph()

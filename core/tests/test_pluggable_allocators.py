@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import torchplug
 from device_matrix import active_devices, rerun_as_owner
 
 DEVICES = active_devices()
@@ -25,6 +26,8 @@ COUNTING_ALLOCATOR = r"""
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
+
+#include <torchplug/driver.h>
 
 static atomic_long allocations, frees, live_bytes;
 
@@ -47,6 +50,42 @@ void* refusing_alloc(size_t size, int device, void* stream) {
     return NULL;
 }
 
+/* An allocator of the device's own memory: through the driver it is given. */
+static const TPD_Api* driver_api;
+static TPD_Client* driver_client;
+
+void driver_init(const TPD_Api* api, TPD_Client* client) {
+    driver_api = api;
+    driver_client = client;
+}
+
+void* driver_alloc(size_t size, int device, void* stream) {
+    (void)stream;
+    TPD_Memory_Allocate_Args args = {TPD_Memory_Allocate_Args_STRUCT_SIZE, driver_client, device, size, NULL};
+    TPD_Error* error = driver_api->memory_allocate(&args);
+    if (error != NULL) {
+        TPD_Error_Destroy_Args destroy = {TPD_Error_Destroy_Args_STRUCT_SIZE, error};
+        driver_api->error_destroy(&destroy);
+        return NULL;
+    }
+    atomic_fetch_add(&allocations, 1);
+    atomic_fetch_add(&live_bytes, (long)size);
+    return args.pointer;
+}
+
+void driver_free(void* pointer, size_t size, int device, void* stream) {
+    (void)device; (void)stream;
+    TPD_Memory_Free_Args args = {TPD_Memory_Free_Args_STRUCT_SIZE, driver_client, pointer};
+    TPD_Error* error = driver_api->memory_free(&args);
+    if (error != NULL) {
+        TPD_Error_Destroy_Args destroy = {TPD_Error_Destroy_Args_STRUCT_SIZE, error};
+        driver_api->error_destroy(&destroy);
+        return;
+    }
+    atomic_fetch_add(&frees, 1);
+    atomic_fetch_sub(&live_bytes, (long)size);
+}
+
 long allocation_count(void) { return atomic_load(&allocations); }
 long free_count(void) { return atomic_load(&frees); }
 long live_byte_count(void) { return atomic_load(&live_bytes); }
@@ -61,8 +100,19 @@ def allocator_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = directory / "counting_allocator.c"
     source.write_text(COUNTING_ALLOCATOR)
     library = directory / "libcounting_allocator.so"
+    include = ["-I", torchplug.get_include()]  # torchplug/driver.h
     subprocess.run(
-        [compiler, "-std=c11", "-shared", "-fPIC", "-O1", "-o", str(library), str(source)],
+        [
+            compiler,
+            "-std=c11",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            *include,
+            "-o",
+            str(library),
+            str(source),
+        ],
         check=True,
     )
     return library
@@ -243,32 +293,70 @@ def test_the_current_allocator_serves_every_allocation_and_gets_it_back(
     assert "unfreed 0" in stdout, stdout
 
 
-def test_a_device_whose_memory_the_host_cannot_address_refuses_pluggable_allocators(
+def test_a_device_the_host_cannot_address_takes_allocators_of_driver_memory(
     allocator_library: Path,
 ) -> None:
+    """On the remote driver's device: host memory is refused, an allocator
+    that allocates through the driver (its init function) serves."""
     script = f"""
+        import ctypes, gc
         import torch
         from torchplug import Backend, get_remote_driver
         status = Backend(name="dsc", driver=get_remote_driver()).autoload()
         assert status.active, status.reason
-        allocator = torch.dsc.memory.PluggableAllocator(
-            {str(allocator_library)!r}, "counting_alloc", "counting_free"
-        )
-        for attempt in (lambda: torch.dsc.memory.MemPool(allocator),
-                        lambda: torch.dsc.memory.change_current_allocator(allocator)):
+        memory = torch.dsc.memory
+        library = {str(allocator_library)!r}
+        host = memory.PluggableAllocator(library, "counting_alloc", "counting_free")
+        for attempt in (lambda: memory.MemPool(host), lambda: memory.change_current_allocator(host)):
             try:
                 attempt()
             except RuntimeError as error:
                 print("ERROR", error)
-        print("works", (torch.ones(2, device="dsc") * 2).tolist())
+        counters = ctypes.CDLL(library)
+        driver = memory.PluggableAllocator(library, "driver_alloc", "driver_free", "driver_init")
+        pool = memory.MemPool(driver)
+        x = torch.randn(64, 64)
+        with memory.use_mem_pool(pool):
+            on_device = x.to("dsc")
+            result = torch.special.bessel_j0(on_device @ on_device).relu()
+        print("allocations", counters.allocation_count())
+        print("equal", torch.equal(result.cpu(), torch.special.bessel_j0(x @ x).relu()))
+        del on_device, result, pool
+        gc.collect()
+        torch.dsc.synchronize()
+        torch.ones(1, device="dsc")
+        print("unfreed", counters.allocation_count() - counters.free_count())
         """
     stdout = run_script(
         script, "dsc", TORCH_DEVICE_BACKEND_AUTOLOAD="0", TORCHPLUG_PRIVATEUSE1="dsc"
     )
-    assert (
-        stdout.count("ERROR Pluggable allocators need a device whose memory is host memory") == 2
-    ), stdout
-    assert "works [2.0, 2.0]" in stdout, stdout
+    assert stdout.count("ERROR The pluggable allocator") == 2, stdout
+    assert "keeps its memory on the device: give PluggableAllocator an init_fn_name" in stdout
+    assert "equal True" in stdout, stdout
+    assert int(stdout.split("allocations ")[1].split()[0]) >= 3, stdout
+    assert "unfreed 0" in stdout, stdout
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_allocator_of_driver_memory_serves_a_host_addressable_device(
+    device: str, allocator_library: Path
+) -> None:
+    counters = Counters(allocator_library)
+    memory = module(device).memory
+    driver = memory.PluggableAllocator(
+        allocator_library, "driver_alloc", "driver_free", "driver_init"
+    )
+    assert driver.driver_memory
+    pool = memory.MemPool(driver)
+    before = counters.allocations
+    x = torch.randn(32, 32)
+    with memory.use_mem_pool(pool):
+        result = (x.to(device) * 2).exp()
+    assert counters.allocations > before
+    assert torch.equal(result.cpu(), (x * 2).exp())
+    del result, pool
+    settle(device)
+    assert counters.allocations == counters.frees
 
 
 def test_npu_in_its_own_process() -> None:

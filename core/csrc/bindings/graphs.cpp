@@ -12,6 +12,8 @@
 #include <c10/util/Exception.h>
 
 #include "backend/backend.h"
+#include "driver/device_runtime.h"
+#include "driver/driver_library.h"
 #include "driver/stream.h"
 #include "memory/device_allocator.h"
 #include "memory/segment_source.h"
@@ -44,10 +46,12 @@ c10::Device device_of(const std::string& device_type, int device) {
 }
 
 // A pluggable allocator's functions, given as the addresses Python's ctypes found.
-std::shared_ptr<const SegmentSource> segment_source(const std::string& name, uintptr_t allocate, uintptr_t free) {
+std::shared_ptr<const SegmentSource> segment_source(const std::string& name, uintptr_t allocate, uintptr_t free,
+                                                    bool driver_memory) {
   TORCH_CHECK(allocate != 0 && free != 0, "The pluggable allocator ", name, " lacks an allocate or free function.");
-  return std::make_shared<const SegmentSource>(SegmentSource{
-      name, reinterpret_cast<SegmentSource::Allocate>(allocate), reinterpret_cast<SegmentSource::Free>(free)});
+  return std::make_shared<const SegmentSource>(SegmentSource{name, reinterpret_cast<SegmentSource::Allocate>(allocate),
+                                                             reinterpret_cast<SegmentSource::Free>(free),
+                                                             driver_memory});
 }
 
 }  // namespace
@@ -95,13 +99,20 @@ void bind_graphs(py::module_& module) {
     release_pool(device_of(device_type, device), pool);
   });
   // Pluggable allocators: a library's functions serve the device type, or a pool.
-  module.def("change_current_allocator",
-             [](const std::string& device_type, const std::string& name, uintptr_t allocate, uintptr_t free) {
-               use_segment_source(backend(device_type).type, segment_source(name, allocate, free));
-             });
+  module.def("change_current_allocator", [](const std::string& device_type, const std::string& name,
+                                            uintptr_t allocate, uintptr_t free, bool driver_memory) {
+    use_segment_source(backend(device_type).type, segment_source(name, allocate, free, driver_memory));
+  });
   module.def("set_pool_allocator", [](const std::string& device_type, int device, PoolId pool, const std::string& name,
-                                      uintptr_t allocate, uintptr_t free) {
-    set_pool_source(device_of(device_type, device), pool, segment_source(name, allocate, free));
+                                      uintptr_t allocate, uintptr_t free, bool driver_memory) {
+    set_pool_source(device_of(device_type, device), pool, segment_source(name, allocate, free, driver_memory));
+  });
+  // Gives an allocator library the driver's API and client, through which it allocates the device's memory.
+  module.def("init_pluggable_allocator", [](const std::string& device_type, uintptr_t init) {
+    using Init = void (*)(const TPD_Api* api, TPD_Client* client);
+    driver::DeviceRuntime& runtime = device_runtime(backend(device_type).type);
+    translate_runtime_errors([&] { runtime.check_usable(); });
+    reinterpret_cast<Init>(init)(&runtime.library().api(), runtime.client());
   });
 }
 

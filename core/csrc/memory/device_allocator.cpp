@@ -735,14 +735,15 @@ CachingDeviceAllocator& caching_allocator(c10::DeviceType type) {
 c10::DeviceAllocator& device_allocator(c10::DeviceType type) { return caching_allocator(type); }
 
 namespace {
-// A pluggable allocator's memory is host memory its library allocated: the
-// device must be one whose memory the host addresses.
-void check_pluggable(c10::DeviceType type) {
+// A pluggable allocator's memory is host memory its library allocated, unless
+// the library allocates through the driver: only a device whose memory the
+// host addresses takes the former.
+void check_pluggable(c10::DeviceType type, const SegmentSource& source) {
   const BackendIdentity& identity = backend(type);
-  TORCH_CHECK(identity.host_addressable, "Pluggable allocators need a device whose memory is host memory, but ",
-              identity.name, "'s driver (", device_runtime(type).library().name(),
-              ") keeps its memory on the device, where an allocator library cannot reach it: use the caching "
-              "allocator (create the MemPool without an allocator).");
+  TORCH_CHECK(identity.host_addressable || source.driver_memory, "The pluggable allocator ", source.name,
+              " returns host memory, but ", identity.name, "'s driver (", device_runtime(type).library().name(),
+              ") keeps its memory on the device: give PluggableAllocator an init_fn_name, a function torchplug "
+              "calls with the driver's API and client, and allocate through the driver's memory_allocate.");
 }
 }  // namespace
 
@@ -778,12 +779,12 @@ c10::MempoolId_t new_pool_id() {
 }
 
 void use_segment_source(c10::DeviceType type, std::shared_ptr<const SegmentSource> source) {
-  check_pluggable(type);
+  check_pluggable(type, *source);
   caching_allocator(type).use_source(std::move(source));
 }
 
 void set_pool_source(c10::Device device, c10::MempoolId_t pool, std::shared_ptr<const SegmentSource> source) {
-  check_pluggable(device.type());
+  check_pluggable(device.type(), *source);
   caching_allocator(device.type()).set_pool_source(device.index(), pool, std::move(source));
 }
 

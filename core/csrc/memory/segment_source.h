@@ -18,6 +18,10 @@ struct SegmentSource {
   std::string name;  // for error messages: the library and its functions
   Allocate allocate;
   Free free;
+  // The library allocates through the driver (it was given the driver's API
+  // and client by its init function): its memory is the device's own, so a
+  // device the host cannot address takes it too.
+  bool driver_memory = false;
 };
 
 }  // namespace torchplug

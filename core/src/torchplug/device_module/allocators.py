@@ -10,8 +10,11 @@ The allocator is a shared library exporting two C functions::
 
 ``stream`` is the driver's stream (``TPD_Stream*``) the memory is allocated
 for or freed after. ``free`` runs once the work queued on the block's streams
-before the tensor was freed has run. The memory must be host memory the
-device reads, so only devices whose memory the host addresses take one.
+before the tensor was freed has run. Without an init function the memory is
+host memory the library allocated, which only devices whose memory the host
+addresses take; with one (``void init(const TPD_Api* api, TPD_Client*
+client)``, called once per device type before the first allocation) the
+library allocates the device's own memory through the driver, on any device.
 """
 
 from __future__ import annotations
@@ -25,10 +28,15 @@ from torchplug.device_module._device import BoundDevice
 
 class PluggableAllocator:
     """The allocate and free functions ``alloc_fn_name`` and ``free_fn_name``
-    of the shared library ``path_to_so_file``."""
+    of the shared library ``path_to_so_file``, and its optional init function
+    ``init_fn_name``, which receives the driver's API and client."""
 
     def __init__(
-        self, path_to_so_file: str | os.PathLike[str], alloc_fn_name: str, free_fn_name: str
+        self,
+        path_to_so_file: str | os.PathLike[str],
+        alloc_fn_name: str,
+        free_fn_name: str,
+        init_fn_name: str | None = None,
     ) -> None:
         path = os.fspath(path_to_so_file)
         try:
@@ -44,6 +52,8 @@ class PluggableAllocator:
             self._address(path, alloc_fn_name, "allocate"),
             self._address(path, free_fn_name, "free"),
         )
+        self._init = None if init_fn_name is None else self._address(path, init_fn_name, "init")
+        self._initialized_for: set[str] = set()
 
     def _address(self, path: str, symbol: str, role: str) -> int:
         try:
@@ -60,6 +70,19 @@ class PluggableAllocator:
     def allocator(self) -> PluggableAllocator:
         """What ``MemPool(allocator=...)`` takes, as CUDA's ``allocator()`` gives it."""
         return self
+
+    @property
+    def driver_memory(self) -> bool:
+        """Whether the library allocates through the driver (it has an init function)."""
+        return self._init is not None
+
+    def serve(self, bound: BoundDevice) -> tuple[str, int, int, bool]:
+        """The arguments that install the allocator on ``bound``'s device type,
+        its init function called first (once per device type)."""
+        if self._init is not None and bound.key not in self._initialized_for:
+            bound.native().init_pluggable_allocator(bound.key, self._init)
+            self._initialized_for.add(bound.key)
+        return (self.name, *self.addresses, self.driver_memory)
 
 
 def checked(allocator: Any, name: str) -> PluggableAllocator:
@@ -78,7 +101,7 @@ def functions(bound: BoundDevice) -> dict[str, Any]:
         goes back to it when freed, uncached. Call it before the device's
         first tensor."""
         allocator = checked(allocator, name)
-        bound.native().change_current_allocator(bound.key, allocator.name, *allocator.addresses)
+        bound.native().change_current_allocator(bound.key, *allocator.serve(bound))
 
     return {
         "PluggableAllocator": PluggableAllocator,

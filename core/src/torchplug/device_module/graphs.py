@@ -138,11 +138,7 @@ def functions(bound: BoundDevice, parts: dict[str, Any]) -> dict[str, Any]:
             if self._allocator is not None:
                 try:
                     native.set_pool_allocator(
-                        key,
-                        self._device,
-                        self._id,
-                        self._allocator.name,
-                        *self._allocator.addresses,
+                        key, self._device, self._id, *self._allocator.serve(bound)
                     )
                 except BaseException:
                     native.release_pool(key, self._device, self._id)

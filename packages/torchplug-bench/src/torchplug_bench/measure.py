@@ -80,6 +80,10 @@ def _measurements(
         from torchplug_bench.zoo import bench_zoo
 
         return [lambda: bench_zoo(device, rounds)]
+    if benchmark == "graphs":
+        from torchplug_bench.graphs import bench_graphs
+
+        return [lambda: bench_graphs(device, rounds)]
     if benchmark in ("discrete", "discrete_zoo"):
         from torchplug_bench.discrete import bench_discrete
 

@@ -20,6 +20,7 @@ BENCHMARKS = (
     "allreduce",
     "import",
     "zoo",
+    "graphs",
     "compile",
     "discrete",
     "discrete_zoo",
@@ -98,6 +99,18 @@ IMPORT_ALL_DISABLED = Row(
     "import", "import torch, all plugins disabled", "autoload off", "ms", Target("<=", 1.03)
 )
 ZOO_STEP_TARGET = Target("<=", 1.10)
+# A captured training step: one replay() launches what the eager step
+# launched operator by operator, and the device runs it without the host.
+GRAPH_HOST_TIME = Row(
+    "graphs",
+    "gpt2 training step captured (AdamW, capturable): host time per replay",
+    "eager step's host time",
+    "ms",
+    Target("<=", 0.3),
+)
+GRAPH_STEP = step_time(
+    "graphs", "gpt2 training step captured (AdamW, capturable), replayed", Target("<=", 0.7)
+)
 # A device whose memory the host cannot address (the remote driver's): every
 # operator is a launch into the device process and every copy crosses into it.
 DISCRETE_TINY_OP = Row(
@@ -154,6 +167,7 @@ def planned_rows(only: Iterable[str] = BENCHMARKS) -> list[Row]:
         "allreduce": [ALL_REDUCE],
         "import": [IMPORT_ALL_ACTIVE, IMPORT_ALL_DISABLED],
         "zoo": [zoo_step(model.name) for model in MODELS if model.trains],
+        "graphs": [GRAPH_HOST_TIME, GRAPH_STEP],
         "compile": [
             row
             for workload in WORKLOADS
