@@ -155,13 +155,22 @@ def settle(device: str) -> None:
     torch.ones(1, device=device)
 
 
+# Host memory the library allocates, or the device's own through the driver.
+ALLOCATOR_FUNCTIONS = {
+    "host-memory": ("counting_alloc", "counting_free"),
+    "driver-memory": ("driver_alloc", "driver_free", "driver_init"),
+}
+
+
+@pytest.mark.parametrize("functions", ALLOCATOR_FUNCTIONS.values(), ids=ALLOCATOR_FUNCTIONS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_mem_pool_with_an_allocator_takes_its_memory_from_the_library(
-    device: str, allocator_library: Path
+    device: str, functions: tuple[str, ...], allocator_library: Path
 ) -> None:
     counters = Counters(allocator_library)
     memory = module(device).memory
-    allocator = counting_allocator(device, allocator_library)
+    allocator = memory.PluggableAllocator(allocator_library, *functions)
+    assert allocator.driver_memory == (len(functions) == 3)
     pool = memory.MemPool(allocator=allocator.allocator())
     assert pool.allocator is allocator
     before = counters.allocations
@@ -335,28 +344,6 @@ def test_a_device_the_host_cannot_address_takes_allocators_of_driver_memory(
     assert "equal True" in stdout, stdout
     assert int(stdout.split("allocations ")[1].split()[0]) >= 3, stdout
     assert "unfreed 0" in stdout, stdout
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_an_allocator_of_driver_memory_serves_a_host_addressable_device(
-    device: str, allocator_library: Path
-) -> None:
-    counters = Counters(allocator_library)
-    memory = module(device).memory
-    driver = memory.PluggableAllocator(
-        allocator_library, "driver_alloc", "driver_free", "driver_init"
-    )
-    assert driver.driver_memory
-    pool = memory.MemPool(driver)
-    before = counters.allocations
-    x = torch.randn(32, 32)
-    with memory.use_mem_pool(pool):
-        result = (x.to(device) * 2).exp()
-    assert counters.allocations > before
-    assert torch.equal(result.cpu(), (x * 2).exp())
-    del result, pool
-    settle(device)
-    assert counters.allocations == counters.frees
 
 
 def test_npu_in_its_own_process() -> None:
