@@ -330,10 +330,8 @@ def test_the_sanitizer_checks_replays_not_captures(device: str) -> None:
             doubled.add_(1)
 
 
-@pytest.mark.parametrize(
-    "device", [d for d in DEVICES if d != "hpu"]
-)  # hpu: no device profiler hook
-def test_the_profiler_shows_each_replays_kernels(device: str) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_profiler_shows_each_replay_and_its_kernels(device: str) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     matrix = torch.randn(32, 32, device=device)
@@ -342,11 +340,14 @@ def test_the_profiler_shows_each_replays_kernels(device: str) -> None:
         graph.replay()
         graph.replay()
         module(device).synchronize()
-    kernels = [
-        event.name for event in trace.events() if event.device_type != torch.autograd.DeviceType.CPU
-    ]
-    assert kernels.count("aten::mm kernel") == 2, kernels
-    assert kernels.count("aten::special_bessel_j0 (CPU fallback)") == 2, kernels
+    if device != "hpu":  # torch takes device activity from PrivateUse1 backends only
+        kernels = [
+            event.name
+            for event in trace.events()
+            if event.device_type != torch.autograd.DeviceType.CPU
+        ]
+        assert kernels.count("aten::mm kernel") == 2, kernels
+        assert kernels.count("aten::special_bessel_j0 (CPU fallback)") == 2, kernels
     replays = [event.name for event in trace.events() if event.name.endswith("Graph.replay")]
     assert replays == [f"torch.{device}.Graph.replay"] * 2, replays
 

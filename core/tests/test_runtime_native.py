@@ -31,4 +31,4 @@ def test_runtime_layer_on_its_own(tmp_path: Path) -> None:
     assert "torch" not in build.stderr
     result = run([str(binary)], timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip().endswith("13 passed, 0 failed")
+    assert result.stdout.strip().endswith("14 passed, 0 failed")

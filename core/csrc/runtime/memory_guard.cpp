@@ -87,7 +87,17 @@ void set_strict_mode(bool enabled) {
   if (enabled) {
     install_segv_reporter();
   }
+  // Memory mapped while strict mode was on outlives it in allocators' caches,
+  // which hand it to host code (a pageable copy) once strict mode is off:
+  // it is ordinary memory while strict mode is off, protected again when it
+  // returns. A window open now keeps its access until it closes.
+  std::lock_guard<std::mutex> lock(mappings_mutex);
   strict_enabled.store(enabled);
+  for (auto& [base, mapping] : mappings()) {
+    if (mapping.open_count == 0) {
+      set_protection(base, mapping.bytes, enabled ? PROT_NONE : PROT_READ | PROT_WRITE);
+    }
+  }
 }
 
 void* map_protected(size_t bytes, int fd) {
@@ -154,7 +164,7 @@ KernelAccess::~KernelAccess() {
   auto& table = mappings();
   for (void* base : opened_) {
     auto it = table.find(static_cast<char*>(base));
-    if (it != table.end() && --it->second.open_count == 0) {
+    if (it != table.end() && --it->second.open_count == 0 && strict_mode()) {
       mprotect(base, it->second.bytes, PROT_NONE);
     }
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -254,6 +255,26 @@ int main() {
     std::vector<int> back(1024);
     p.memcpy(back.data(), d, 4096);
     CHECK(back[10] == 6);
+    p.free(d);
+    set_strict_mode(false);
+  });
+
+  run("memory mapped in strict mode is ordinary memory once it is off", [] {
+    set_strict_mode(true);
+    Platform& p = Platform::get("t_strict_off");
+    auto* d = static_cast<int*>(p.malloc(0, 4096));
+    std::optional<KernelAccess> window;
+    window.emplace(std::initializer_list<const void*>{d});  // open across the switch
+    set_strict_mode(false);
+    d[0] = 1;  // host code may touch it, as a cached block reused by a pageable copy is
+    window.reset();
+    d[1] = 2;  // closing a window does not protect it again
+    CHECK(d[0] + d[1] == 3);
+    set_strict_mode(true);
+    {
+      KernelAccess access{d};
+      CHECK(d[1] == 2);
+    }
     p.free(d);
     set_strict_mode(false);
   });
