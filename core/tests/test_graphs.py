@@ -6,10 +6,12 @@ it, a replay runs it again over the same memory, as CUDA graphs do."""
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import pytest
 import torch
@@ -239,6 +241,22 @@ def test_make_graphed_callables_rejects_what_it_cannot_replay(device: str) -> No
         pytest.raises(RuntimeError, match="cache_enabled=False"),
     ):
         make(lambda x: x * 2, (torch.ones(2, device=device),))
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+            return x * scale
+
+    scaled = make(Scaled(), (torch.ones(2, device=device),))
+    with pytest.raises(TypeError, match=r"keyword arguments \(scale\)"):
+        scaled(torch.ones(2, device=device), scale=2.0)
+    # The graphed module is freed with its last reference, without the cyclic collector.
+    held = weakref.ref(scaled)
+    gc.disable()
+    try:
+        del scaled
+        assert held() is None
+    finally:
+        gc.enable()
     graphed = make(lambda x: x * 2, (torch.ones(2, device=device),))
     with pytest.raises(ValueError, match="captured with 1 tensor arguments and was called with 2"):
         graphed(torch.ones(2, device=device), torch.ones(2, device=device))

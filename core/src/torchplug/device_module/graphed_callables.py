@@ -11,6 +11,7 @@ in reverse order backward, so they must be called in that order.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -266,13 +267,32 @@ def _replaying_function(
 
 def _mode_switch(module: torch.nn.Module, replaying: Callable[..., Any]) -> Callable[..., Any]:
     """A forward that replays while ``module`` is in the training mode it was
-    captured in, and runs its own forward otherwise."""
+    captured in, and runs its own forward otherwise.
+
+    It holds the module weakly and its class's forward rather than the bound
+    method: the module holds this forward, and a cycle would leave the graphs
+    to the cyclic collector, which may free them at any moment (inside another
+    capture, say)."""
     captured_training = module.training
-    eager_forward = module.forward
+    held = weakref.ref(module)
+    bound = getattr(module.forward, "__self__", None) is module
+    eager_forward = module.forward.__func__ if bound else module.forward  # type: ignore[attr-defined]
 
     def forward(*args: Any, **kwargs: Any) -> Any:
-        if module.training == captured_training and not kwargs:
-            return replaying(*args)
-        return eager_forward(*args, **kwargs)
+        target = held()
+        if target is None:
+            raise RuntimeError("This graphed module was freed; its forward cannot run on its own.")
+        if target.training != captured_training:
+            return (
+                eager_forward(target, *args, **kwargs) if bound else eager_forward(*args, **kwargs)
+            )
+        if kwargs:
+            raise TypeError(
+                f"This graphed {type(target).__name__} was captured with positional tensor "
+                f"arguments and was called with keyword arguments ({', '.join(kwargs)}), which "
+                "a replay cannot take: call it as it was captured, or graph a module that its "
+                "caller calls with positional arguments only."
+            )
+        return replaying(*args)
 
     return forward
