@@ -298,6 +298,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
                   " bytes from the caching allocator already: call it first thing in the program.");
     }
     current_source_ = std::move(source);
+    has_sources_.store(true);
   }
 
   // The segments of private pool `pool` come from `source` (a MemPool's allocator).
@@ -306,6 +307,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     PrivatePool& private_pool = state(device).pools[pool];
     TORCH_CHECK(private_pool.cached.empty(), "A pool's allocator is set before anything is allocated from the pool.");
     private_pool.source = std::move(source);
+    has_sources_.store(true);
   }
 
   c10::DataPtr adopt(c10::DataPtr host_data, size_t nbytes, c10::Device device) {
@@ -398,6 +400,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   // pluggable allocator: then the host memory of a CPU kernel's output is
   // copied into it rather than adopted, so that all memory is the allocator's.
   bool pluggable_allocator_serves(c10::Device device) {
+    if (!has_sources_.load(std::memory_order_relaxed)) {
+      return false;  // the common case, on every adopted output: no lock
+    }
     const c10::StreamId stream = current_stream(device).id();
     std::lock_guard<std::mutex> lock(mutex_);
     const DeviceState& dev = state(device.index());
@@ -710,6 +715,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
   const c10::DeviceType type_;
   std::mutex mutex_;
   std::shared_ptr<const SegmentSource> current_source_;  // change_current_allocator's, or null
+  std::atomic<bool> has_sources_{false};                 // whether any pluggable allocator was installed
   std::deque<DeviceState> per_device_;  // grows at the end; a state keeps its address
 };
 
