@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -157,12 +158,19 @@ std::pair<int64_t, int64_t> rows_and_columns(torch::headeronly::IntHeaderOnlyArr
   return {rows, sizes.back()};
 }
 
+// Runs `body(T{})` for the element type T of `facts` as the kernel `name`,
+// which reads and writes the memory at `pointers`.
+template <typename Body>
+void run_kernel(const char* name, const Facts& facts, std::initializer_list<const void*> pointers, Body&& body) {
+  const torchplug::stable::KernelScope scope(name, facts.device, pointers);
+  with_floating_type(facts.type, std::forward<Body>(body));
+}
+
 // y = fast_gelu(x) for contiguous x and y of x's facts, as the kernel `name`.
 void run_fast_gelu(const char* name, const Facts& facts, const TensorHandle& x, const TensorHandle& y) {
   const void* in = x.data();
   void* out = y.data();
-  const torchplug::stable::KernelScope scope(name, facts.device, {in, out});
-  with_floating_type(facts.type, [&](auto element) {
+  run_kernel(name, facts, {in, out}, [&](auto element) {
     using T = decltype(element);
     fast_gelu_loop(static_cast<const T*>(in), static_cast<T*>(out), x.numel());
   });
@@ -207,8 +215,7 @@ TensorHandle fast_gelu_backward(TensorHandle grad, TensorHandle self) {
   const void* in = x.data();
   const void* incoming = g.data();
   void* out = grad_x.data();
-  const torchplug::stable::KernelScope scope("npu::fast_gelu_backward", facts.device, {incoming, in, out});
-  with_floating_type(facts.type, [&](auto element) {
+  run_kernel("npu::fast_gelu_backward", facts, {incoming, in, out}, [&](auto element) {
     using T = decltype(element);
     fast_gelu_backward_loop(static_cast<const T*>(incoming), static_cast<const T*>(in), static_cast<T*>(out),
                             x.numel());
@@ -226,8 +233,7 @@ TensorHandle rms_norm(TensorHandle self, TensorHandle weight, double eps) {
   const void* in = x.data();
   const void* scale = w.data();
   void* out = y.data();
-  const torchplug::stable::KernelScope scope("npu::rms_norm", facts.device, {in, scale, out});
-  with_floating_type(facts.type, [&](auto element) {
+  run_kernel("npu::rms_norm", facts, {in, scale, out}, [&](auto element) {
     using T = decltype(element);
     rms_norm_loop(static_cast<const T*>(in), static_cast<const T*>(scale), static_cast<T*>(out), rows, columns,
                   eps);
@@ -251,9 +257,7 @@ std::tuple<TensorHandle, TensorHandle> rms_norm_backward(TensorHandle grad, Tens
   const void* scale = w.data();
   void* out = grad_x.data();
   void* scale_out = grad_weight.data();
-  const torchplug::stable::KernelScope scope("npu::rms_norm_backward", facts.device,
-                                             {incoming, in, scale, out, scale_out});
-  with_floating_type(facts.type, [&](auto element) {
+  run_kernel("npu::rms_norm_backward", facts, {incoming, in, scale, out, scale_out}, [&](auto element) {
     using T = decltype(element);
     rms_norm_backward_loop(static_cast<const T*>(incoming), static_cast<const T*>(in), static_cast<const T*>(scale),
                            static_cast<T*>(out), static_cast<T*>(scale_out), rows, columns, eps);

@@ -320,11 +320,18 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
       copy_from_device(request, attached);
       return;
     case Op::kStreamCreate:
-      answer.values[0] = value_of(
-          call(api_.stream_create, TPD_Stream_Create_Args{TPD_Stream_Create_Args_STRUCT_SIZE, client, device,
-                                                          static_cast<int>(request.offset), nullptr})
-              .stream);
+    case Op::kEventCreate: {
+      const int flags = static_cast<int>(request.offset);  // a stream's priority, an event's flags
+      answer.values[0] =
+          request.op == Op::kStreamCreate
+              ? value_of(call(api_.stream_create,
+                              TPD_Stream_Create_Args{TPD_Stream_Create_Args_STRUCT_SIZE, client, device, flags, nullptr})
+                             .stream)
+              : value_of(call(api_.event_create,
+                              TPD_Event_Create_Args{TPD_Event_Create_Args_STRUCT_SIZE, client, device, flags, nullptr})
+                             .event);
       return;
+    }
     case Op::kStreamDestroy:
       call(api_.stream_destroy, TPD_Stream_Destroy_Args{TPD_Stream_Destroy_Args_STRUCT_SIZE, client, stream});
       return;
@@ -350,12 +357,6 @@ void Server::serve(const Request& request, const char* payload, size_t payload_s
       call.release();  // run_remote_host_function owns it now
       return;
     }
-    case Op::kEventCreate:
-      answer.values[0] = value_of(
-          call(api_.event_create, TPD_Event_Create_Args{TPD_Event_Create_Args_STRUCT_SIZE, client, device,
-                                                        static_cast<int>(request.offset), nullptr})
-              .event);
-      return;
     case Op::kEventDestroy:
     case Op::kEventQuery:
     case Op::kEventSynchronize: {
