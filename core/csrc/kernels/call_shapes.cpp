@@ -30,6 +30,10 @@ enum SignatureWord : int64_t {
   kGenerator
 };
 
+// Room for a call of three 4-d tensors and a few numbers: the words are one
+// allocation for most calls rather than one per doubling.
+constexpr size_t kTypicalWords = 64;
+
 int64_t bits(double value) {
   int64_t word = 0;
   std::memcpy(&word, &value, sizeof(word));
@@ -56,6 +60,7 @@ std::vector<int64_t> geometry(const at::Tensor& tensor) {
 
 CallSignature::CallSignature(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
   const size_t count = schema.arguments().size();
+  words_.reserve(kTypicalWords);
   for (size_t i = stack.size() - count; i < stack.size() && cacheable_; ++i) {
     add(stack[i]);
   }
@@ -154,7 +159,7 @@ struct WordsHash {
 // Remembered answers, per operator; bounded, as a program with changing
 // shapes would grow it without end.
 constexpr size_t kRememberedPerOperator = 256;
-using Answers = std::unordered_map<std::vector<int64_t>, std::vector<ResultShape>, WordsHash>;
+using Answers = std::unordered_map<std::vector<int64_t>, std::shared_ptr<const std::vector<ResultShape>>, WordsHash>;
 
 std::mutex answers_mutex;
 auto* answers = new std::unordered_map<const c10::FunctionSchema*, Answers>();  // leaked: kernels run at exit
@@ -209,18 +214,15 @@ std::vector<at::Tensor> written_arguments(const c10::FunctionSchema& schema, con
   return written;
 }
 
-std::optional<std::vector<ResultShape>> known_result_shapes(const c10::OperatorHandle& op,
-                                                            const CallSignature& signature) {
+std::shared_ptr<const std::vector<ResultShape>> known_result_shapes(const c10::OperatorHandle& op,
+                                                                    const CallSignature& signature) {
   const std::lock_guard<std::mutex> lock(answers_mutex);
   const auto known = answers->find(&op.schema());
   if (known == answers->end()) {
-    return std::nullopt;
+    return nullptr;
   }
   const auto found = known->second.find(signature.words());
-  if (found == known->second.end()) {
-    return std::nullopt;
-  }
-  return found->second;
+  return found == known->second.end() ? nullptr : found->second;
 }
 
 CallToLearn call_to_learn(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
@@ -285,7 +287,7 @@ void learn_result_shapes(const c10::OperatorHandle& op, CallToLearn call, const 
   if (known.size() >= kRememberedPerOperator) {
     known.clear();
   }
-  known.emplace(call.signature.words(), *std::move(shapes));
+  known.emplace(call.signature.words(), std::make_shared<const std::vector<ResultShape>>(*std::move(shapes)));
 }
 
 }  // namespace torchplug

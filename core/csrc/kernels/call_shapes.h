@@ -10,6 +10,7 @@
 // as the kernel does where a meta kernel disagrees with it (batch norm's
 // saved statistics in evaluation).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -55,9 +56,10 @@ class CallSignature {
   bool cacheable_ = true;
 };
 
-// The results of a call of `op` with `signature`, if a call learned them.
-std::optional<std::vector<ResultShape>> known_result_shapes(const c10::OperatorHandle& op,
-                                                            const CallSignature& signature);
+// The results of a call of `op` with `signature`, if a call learned them
+// (shared, not copied: every call of a learned signature asks).
+std::shared_ptr<const std::vector<ResultShape>> known_result_shapes(const c10::OperatorHandle& op,
+                                                                    const CallSignature& signature);
 
 // The results of the call at the top of `stack` as `op`'s meta kernel sizes
 // them (its tensors as meta tensors of their geometry), or nothing when it
@@ -97,7 +99,7 @@ class LearnedAtOnce {
   explicit LearnedAtOnce(const Args&... args) {
     torch::jit::push(stack_, args...);
     CallSignature signature(handle().schema(), stack_);
-    if (signature.cacheable() && !known_result_shapes(handle(), signature).has_value()) {
+    if (signature.cacheable() && known_result_shapes(handle(), signature) == nullptr) {
       call_ = call_to_learn(handle().schema(), stack_, std::move(signature));
     }
   }

@@ -257,15 +257,17 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
   }
   // A signature is learned from its first call even when that call would
   // not queue (its stream idle): the next may find the stream busy.
-  std::optional<std::vector<ResultShape>> shapes = known_result_shapes(op, signature);
+  std::shared_ptr<const std::vector<ResultShape>> shapes = known_result_shapes(op, signature);
   const bool capturing =
-      !shapes.has_value() &&
+      shapes == nullptr &&
       translate_runtime_errors([&] { return runtime_stream(current_stream(device)).capturing(); });
   if (capturing) {
     // A graph captures the call, which cannot run now: sized by its meta kernel instead.
-    shapes = meta_result_shapes(op, *stack);
+    if (std::optional<std::vector<ResultShape>> sized = meta_result_shapes(op, *stack)) {
+      shapes = std::make_shared<const std::vector<ResultShape>>(*std::move(sized));
+    }
   }
-  if (!shapes.has_value()) {
+  if (shapes == nullptr) {
     return {HostCallQueueing::kRunsNow, device, 0, call_to_learn(schema, *stack, signature)};
   }
   if (!queues_kernel(device, operands.work)) {
