@@ -145,6 +145,7 @@ Libraries route_sparse_to_fallback(c10::DispatchKey key, const std::vector<Spars
 void register_factory_kernels(torch::Library& library);
 void register_copy_kernels(DeviceKernels& library);
 void register_native_kernels(DeviceKernels& library);
+void register_queued_foreach_kernels(DeviceKernels& library);
 void register_host_kernels(DeviceKernels& library);
 void register_direct_loop_kernels(DeviceKernels& library);
 void register_recurrent_kernels(DeviceKernels& library);
@@ -179,6 +180,7 @@ void register_deferred_kernels(const BackendIdentity& backend) {
       // device whose memory the host cannot address, their operators take
       // the fallback, which copies.
       register_native_kernels(device_kernels);
+      register_queued_foreach_kernels(device_kernels);
       register_direct_loop_kernels(device_kernels);
     }
     route_to_fallback(device_kernels, cpu_kernel_operators().dense_overrides);
