@@ -118,3 +118,19 @@ def test_a_broadcast_operand_takes_the_per_tensor_path_with_the_cpus_values(devi
     torch._foreach_add_(on_device, [tensor.to(device) for tensor in second])
     for got, want in zip(on_device, expected, strict=True):
         assert torch.equal(got.cpu(), want)
+
+
+def test_new_results_reuse_no_memory_freed_after_the_launch(device: str) -> None:
+    """A queued call that returns new tensors computes them where they are:
+    memory the program frees after the launch may still be read by kernels
+    queued before the free, and must not be handed to the queued call."""
+    a = [torch.rand(4096).to(device)]
+    b_on_cpu = torch.rand(4096)
+    b = b_on_cpu.to(device)
+    torch.foo.synchronize()
+    torch.foo._sleep(LONG_MS)
+    roots = torch._foreach_sqrt(a)
+    doubled = b * 2  # queued after the square roots, reads b
+    del b  # its memory is free for work queued from now on
+    assert torch.equal(doubled.cpu(), b_on_cpu * 2)
+    assert torch.equal(roots[0].cpu(), torch.sqrt(a[0].cpu()))

@@ -105,6 +105,19 @@ void Stream::enqueue(std::function<void()> task) const {
   }
 }
 
+bool Stream::launch_host_function(TPD_HostFunction function, void* user_data) const {
+  if (capturing()) {
+    return false;
+  }
+  auto args = stream_args<TPD_Stream_LaunchHostFunction_Args>(TPD_Stream_LaunchHostFunction_Args_STRUCT_SIZE,
+                                                              client_, handle_);
+  args.function = function;
+  args.user_data = user_data;
+  note_issued();
+  library_.check(api_.stream_launch_host_function(&args));
+  return true;
+}
+
 const TPD_GraphCaptureExtension& Stream::graph_extension() const {
   const TPD_GraphCaptureExtension* extension = library_.graph_capture();
   if (extension == nullptr) {

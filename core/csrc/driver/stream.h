@@ -44,6 +44,11 @@ class Stream {
   void wait_idle() const;
   // Queues `task`; an exception it throws fails the stream with its what().
   void enqueue(std::function<void()> task) const;
+  // Queues the driver host function `function(user_data, ...)` itself, for a
+  // caller whose `function` releases what `user_data` owns: one allocation
+  // per launch where enqueue wraps a closure twice. Not while capturing (a
+  // graph re-runs its work: enqueue keeps it); false then, nothing queued.
+  bool launch_host_function(TPD_HostFunction function, void* user_data) const;
   void copy_async(void* destination, const void* source, size_t bytes, TPD_CopyKind kind) const;
   void memset_async(void* pointer, int value, size_t bytes) const;
   // Queues `function` of a loaded kernel module with its arguments (the kernel-modules extension).

@@ -605,6 +605,7 @@ void register_native_kernels(DeviceKernels& library) {
   in_place<ops::lerp__Scalar, cpu::structured_lerp_Scalar>(library);
   in_place<ops::addcmul_, cpu::structured_addcmul_out>(library);
   in_place<ops::addcdiv_, cpu::structured_addcdiv_out>(library);
+  in_place<ops::sqrt_, cpu::structured_sqrt_out>(library);
   // The CPU's relu is clamp_min(self, 0).
   composite<ops::relu, &cpu::relu>(library);
   composite<ops::native_dropout, &cpu::native_dropout_cpu>(library);

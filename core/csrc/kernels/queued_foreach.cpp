@@ -118,7 +118,8 @@ inline c10::ArrayRef<c10::Scalar> as_argument(const std::vector<c10::Scalar>& ke
 template <typename AtenOp, typename Schema = typename AtenOp::schema>
 struct QueuedForeach;
 
-// In place (add_, mul_, div_, lerp_, addcmul_, addcdiv_, sqrt_).
+// In place (add_, mul_, div_, lerp_, addcmul_, addcdiv_, sqrt_): the kernel
+// allocates nothing.
 template <typename AtenOp, typename... Args>
 struct QueuedForeach<AtenOp, void(at::TensorList, Args...)> {
   static void call(at::TensorList self, Args... args) {
@@ -140,9 +141,16 @@ struct QueuedForeach<AtenOp, void(at::TensorList, Args...)> {
   }
 };
 
-// New results (sqrt, mul.Scalar), allocated at the launch and filled by the kernel.
-template <typename AtenOp, typename... Args>
-struct QueuedForeach<AtenOp, std::vector<at::Tensor>(at::TensorList, Args...)> {
+// New results (sqrt, mul.Scalar), allocated at the launch and computed in
+// place by `InPlace` over a copy of the first list: the kernel allocates
+// nothing. (Memory it allocated on the stream's worker could be memory the
+// program freed after the launch, which kernels queued before the free, and
+// after this one, still read.)
+template <typename AtenOp, typename InPlace, typename Schema = typename AtenOp::schema>
+struct QueuedForeachResults;
+
+template <typename AtenOp, typename InPlace, typename... Args>
+struct QueuedForeachResults<AtenOp, InPlace, std::vector<at::Tensor>(at::TensorList, Args...)> {
   static std::vector<at::Tensor> call(at::TensorList self, Args... args) {
     Coverage coverage(self);
     coverage.note(self);
@@ -157,20 +165,25 @@ struct QueuedForeach<AtenOp, std::vector<at::Tensor>(at::TensorList, Args...)> {
       results.push_back(at::empty_like(tensor));
     }
     QueuedViews views;
-    auto kept = std::make_tuple(kept_argument(views, self), kept_argument(views, args)...);
+    auto kept = std::make_tuple(kept_argument(views, at::TensorList(results)), kept_argument(views, args)...);
     enqueue_kernel(
         AtenOp::name, coverage.device(),
-        [kept = std::move(kept), filled = kept_argument(views, at::TensorList(results))] {
-          const std::vector<at::Tensor> computed = std::apply(
-              [](const auto&... each) { return AtenOp::redispatch(kPerTensorPath, as_argument(each)...); }, kept);
+        [sources = kept_argument(views, self), kept = std::move(kept)] {
+          const std::vector<at::Tensor>& filled = std::get<0>(kept);
           for (size_t i = 0; i < filled.size(); ++i) {
-            filled[i].copy_(computed[i]);
+            filled[i].copy_(sources[i]);
           }
+          std::apply([](const auto&... each) { InPlace::redispatch(kPerTensorPath, as_argument(each)...); }, kept);
         },
         ActivityKind::kKernel);
     return results;
   }
 };
+
+template <typename AtenOp, typename InPlace>
+void queued_foreach_results(DeviceKernels& library) {
+  library.impl<AtenOp>(TORCH_FN((&QueuedForeachResults<AtenOp, InPlace>::call)));
+}
 
 template <typename AtenOp>
 void queued_foreach(DeviceKernels& library) {
@@ -186,7 +199,7 @@ void register_queued_foreach_kernels(DeviceKernels& library) {
   queued_foreach<ops::_foreach_add__List>(library);
   queued_foreach<ops::_foreach_mul__Scalar>(library);
   queued_foreach<ops::_foreach_mul__ScalarList>(library);
-  queued_foreach<ops::_foreach_mul_Scalar>(library);
+  queued_foreach_results<ops::_foreach_mul_Scalar, ops::_foreach_mul__Scalar>(library);
   queued_foreach<ops::_foreach_div__Scalar>(library);
   queued_foreach<ops::_foreach_div__ScalarList>(library);
   queued_foreach<ops::_foreach_lerp__Scalar>(library);
@@ -195,7 +208,7 @@ void register_queued_foreach_kernels(DeviceKernels& library) {
   queued_foreach<ops::_foreach_addcdiv__Scalar>(library);
   queued_foreach<ops::_foreach_addcdiv__ScalarList>(library);
   queued_foreach<ops::_foreach_sqrt_>(library);
-  queued_foreach<ops::_foreach_sqrt>(library);
+  queued_foreach_results<ops::_foreach_sqrt, ops::_foreach_sqrt_>(library);
 }
 
 }  // namespace torchplug

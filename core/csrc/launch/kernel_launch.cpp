@@ -14,6 +14,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/op_registration/adaption.h>
+#include <ATen/core/TensorBody.h>
+#include <c10/core/TensorImpl.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "backend/backend.h"
@@ -25,23 +27,36 @@
 namespace torchplug {
 namespace {
 
-// Queueing a kernel costs a few microseconds (a closure, a lock, waking the
-// worker); one touching fewer elements than this runs at once when its
-// stream is idle, which keeps the order and is cheaper.
-constexpr int64_t kQueuedWorkThreshold = 16384;
+// A kernel touching fewer elements than this (a scalar's arithmetic, a
+// few-element tensor's) runs at once when its stream is idle: queueing it
+// would cost the host more than the whole kernel, and running it keeps the
+// order. Every other kernel is queued: the host then only issues work (no
+// iterator loops, no arithmetic), and goes on while the stream runs it.
+constexpr int64_t kQueuedWorkThreshold = 16;
 
-// Queued kernels, handed back by the workers once they ran. What a kernel
-// keeps whole (a Python number's tensor) may be the last reference to a
-// tensor Python knew, whose release needs the GIL, which a worker must never
-// wait for (the host may hold it while it waits for the worker): host
-// threads drop them.
-// Leaked on purpose, like the device runtimes: workers may retire kernels while the
-// process exits.
+// A queued kernel: the closure and what its run needs, in one allocation,
+// handed to the driver as its host function's data.
+struct QueuedKernel {
+  std::function<void()> body;
+  const char* name;
+  c10::Stream stream;
+  ActivityKind kind;
+  uint64_t correlation;
+  int threads;
+  ClosureRelease release;
+};
+
+// Queued kernels whose closures the host must destroy, handed back by the
+// workers once they ran. What a kernel keeps whole (a Python number's tensor)
+// may be the last reference to a tensor Python knew, whose release needs the
+// GIL, which a worker must never wait for (the host may hold it while it
+// waits for the worker): host threads drop them. Leaked on purpose, like the
+// device runtimes: workers may retire kernels while the process exits.
 std::mutex retired_mutex;
-auto* retired = new std::vector<std::shared_ptr<std::function<void()>>>();
+auto* retired = new std::vector<std::unique_ptr<QueuedKernel>>();
 std::atomic<bool> has_retired{false};
 
-void retire(std::shared_ptr<std::function<void()>> kernel) {
+void retire(std::unique_ptr<QueuedKernel> kernel) {
   std::lock_guard<std::mutex> lock(retired_mutex);
   retired->push_back(std::move(kernel));
   has_retired.store(true, std::memory_order_release);
@@ -51,7 +66,7 @@ void drop_retired_kernels() {
   if (on_stream_worker_thread() || !has_retired.load(std::memory_order_acquire)) {
     return;
   }
-  std::vector<std::shared_ptr<std::function<void()>>> dropping;
+  std::vector<std::unique_ptr<QueuedKernel>> dropping;
   {
     std::lock_guard<std::mutex> lock(retired_mutex);
     dropping.swap(*retired);
@@ -158,7 +173,40 @@ void fail_if_injected(const char* name, c10::Device device) {
   }
 }
 
-void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body, ActivityKind kind) {
+namespace {
+
+// What a queued kernel's failure says, or empty when it ran.
+std::string run_or_describe_failure(const QueuedKernel& kernel) {
+  try {
+    run_queued_kernel(kernel.name, kernel.stream, kernel.kind, kernel.correlation, kernel.threads, kernel.body);
+    return {};
+  } catch (const std::exception& error) {
+    return asynchronous_failure(kernel.name, kernel.stream, error);
+  } catch (...) {
+    return c10::str("Kernel ", kernel.name, " failed on ", kernel.stream.device(), " with an unknown exception.");
+  }
+}
+
+// The driver host function of a queued kernel: runs it once, and releases it
+// where its closure may be destroyed.
+int run_queued_kernel_once(void* user_data, char* message, size_t message_size) {
+  std::unique_ptr<QueuedKernel> kernel(static_cast<QueuedKernel*>(user_data));
+  const std::string failure = run_or_describe_failure(*kernel);
+  if (kernel->release == ClosureRelease::kOnHost) {
+    retire(std::move(kernel));
+  }
+  if (failure.empty()) {
+    return 0;
+  }
+  std::strncpy(message, failure.c_str(), message_size - 1);
+  message[message_size - 1] = '\0';
+  return 1;
+}
+
+}  // namespace
+
+void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body, ActivityKind kind,
+                    ClosureRelease release) {
   // A process that exits with kernels queued lets them finish before its
   // statics (which the kernels use) are destroyed.
   static const bool waits_at_exit = std::atexit([] {
@@ -170,32 +218,31 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   (void)waits_at_exit;
   drop_retired_kernels();
   const c10::Stream stream = current_stream(device);
-  auto kernel = std::make_shared<std::function<void()>>(std::move(body));
+  auto kernel = std::make_unique<QueuedKernel>(
+      QueuedKernel{std::move(body), name, stream, kind, current_correlation_id(), at::get_num_threads(), release});
   const driver::Stream& queue = runtime_stream(stream);
-  // A graph replays the closure: it keeps its kernel rather than retiring it.
-  const bool recorded = queue.capturing();
-  translate_runtime_errors([&] { queue.enqueue([kernel = std::move(kernel), name, stream, kind, recorded,
-                                  correlation = current_correlation_id(), threads = at::get_num_threads()]() mutable {
-    std::string failure;
-    try {
-      run_queued_kernel(name, stream, kind, correlation, threads, *kernel);
-    } catch (const std::exception& error) {
-      failure = asynchronous_failure(name, stream, error);
-    } catch (...) {
-      failure = c10::str("Kernel ", name, " failed on ", stream.device(), " with an unknown exception.");
+  translate_runtime_errors([&] {
+    if (queue.launch_host_function(&run_queued_kernel_once, kernel.get())) {
+      kernel.release();  // the host function owns it now
+      return;
     }
-    if (!recorded) {
-      retire(std::move(kernel));
-    }
-    if (!failure.empty()) {
-      throw std::runtime_error(failure);
-    }
-  }); });
+    // A graph captures the stream: it keeps the kernel and replays it, so the kernel is never retired.
+    queue.enqueue([kept = std::shared_ptr<QueuedKernel>(std::move(kernel))] {
+      const std::string failure = run_or_describe_failure(*kept);
+      if (!failure.empty()) {
+        throw std::runtime_error(failure);
+      }
+    });
+  });
 }
 
 at::Tensor QueuedViews::view(const at::Tensor& tensor) {
-  if (!tensor.defined() || tensor.device().is_cpu() || !tensor.has_storage() ||
+  if (!tensor.defined()) {
+    return tensor;
+  }
+  if (tensor.device().is_cpu() || !tensor.has_storage() ||
       !allocated_by_device_allocator(tensor.storage().data_ptr())) {
+    kept_whole_ = true;
     return tensor;
   }
   const c10::Storage& storage = tensor.storage();
@@ -210,6 +257,53 @@ at::Tensor QueuedViews::view(const at::Tensor& tensor) {
                        /*allocator=*/nullptr, /*resizable=*/false);
   storages_.emplace_back(impl, unowned);
   return device_view(unowned, tensor, device_key_set(tensor.device().type()));
+}
+
+KeptTensor::KeptTensor(const at::Tensor& tensor, bool& kept_whole) {
+  if (!tensor.defined()) {
+    return;
+  }
+  if (tensor.device().is_cpu() || !tensor.has_storage() ||
+      !allocated_by_device_allocator(tensor.storage().data_ptr())) {
+    whole_ = tensor;
+    kept_whole = true;
+    return;
+  }
+  c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  storage_ = storage;
+  data_ = storage->mutable_data();
+  nbytes_ = storage->nbytes();
+  device_ = tensor.device();
+  dtype_ = tensor.dtype();
+  offset_ = tensor.storage_offset();
+  sizes_.assign(tensor.sizes().begin(), tensor.sizes().end());
+  strides_.assign(tensor.strides().begin(), tensor.strides().end());
+  conj_ = tensor.is_conj();
+  neg_ = tensor.is_neg();
+}
+
+at::Tensor KeptTensor::view(UnownedStorages& storages) const {
+  if (storage_ == nullptr) {
+    return whole_;
+  }
+  const c10::Storage* unowned = nullptr;
+  for (const auto& [known, made] : storages) {
+    if (known == storage_) {
+      unowned = &made;
+    }
+  }
+  if (unowned == nullptr) {
+    storages.emplace_back(storage_, c10::Storage(c10::Storage::use_byte_size_t(), nbytes_, c10::DataPtr(data_, device_),
+                                                 /*allocator=*/nullptr, /*resizable=*/false));
+    unowned = &storages.back().second;
+  }
+  const c10::DispatchKeySet math_bits{c10::DispatchKey::Conjugate, c10::DispatchKey::Negative};
+  auto view = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(*unowned),
+                                                       device_key_set(device_.type()) - math_bits, dtype_);
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(sizes_, strides_, offset_);
+  view.unsafeGetTensorImpl()->_set_conj(conj_);
+  view.unsafeGetTensorImpl()->_set_neg(neg_);
+  return view;
 }
 
 namespace {

@@ -25,6 +25,7 @@
 #include <c10/util/OptionalArrayRef.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/SmallVector.h>
+#include <c10/core/Storage.h>
 
 #include "launch/sync_debug.h"
 #include "launch/worker_thread.h"
@@ -82,14 +83,20 @@ bool runs_over_device_memory(c10::Device device);
 
 // Whether a kernel on `device` touching about `work` elements is queued on
 // the current stream (asynchronous execution) rather than run at once: not
-// when launches block, and not a small kernel whose stream is idle (queueing
-// it would cost more than running it, and running it now keeps the order).
+// when launches block, and not a tiny kernel (a few elements) whose stream is
+// idle (queueing it would cost more than running it; running it keeps the order).
 bool queues_kernel(c10::Device device, int64_t work);
+// Where a queued kernel's closure is destroyed once it ran: on the host when
+// it keeps a tensor whole (it may be the last reference to a tensor Python
+// knew, whose release needs the GIL, which a stream's worker never waits
+// for); on the worker when it keeps only unowned views and plain values,
+// which spares the launching thread the work.
+enum class ClosureRelease { kOnHost, kOnWorker };
 // Queues `body` on `device`'s current stream; an error it raises there
 // surfaces at the next synchronizing call, naming operator `name`. `kind`
 // is what torch.profiler shows it as.
 void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body,
-                    ActivityKind kind = ActivityKind::kKernel);
+                    ActivityKind kind = ActivityKind::kKernel, ClosureRelease release = ClosureRelease::kOnHost);
 // Raises the failure torchplug.runtime.inject_kernel_failures asked for, if any.
 void fail_if_injected(const char* name, c10::Device device);
 
@@ -103,9 +110,43 @@ void fail_if_injected(const char* name, c10::Device device);
 class QueuedViews {
  public:
   at::Tensor view(const at::Tensor& tensor);
+  // A kernel keeping what this viewed, and values that own nothing of Python's.
+  ClosureRelease release() const { return kept_whole_ ? ClosureRelease::kOnHost : ClosureRelease::kOnWorker; }
+  // The kernel keeps something else that may own a Python object.
+  void keeps_whole() { kept_whole_ = true; }
 
  private:
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages_;
+  bool kept_whole_ = false;  // a tensor view() could not view
+};
+
+// The unowned storages a queued kernel's views share, by the storage each stands for.
+using UnownedStorages = c10::SmallVector<std::pair<const void*, c10::Storage>, 4>;
+
+// A tensor argument of a queued kernel, kept by value: for memory of the
+// device allocator, its address and layout, from which the stream's worker
+// makes an unowned view (as QueuedViews does) when the kernel runs, so the
+// launching thread allocates and frees nothing for it. A tensor it cannot
+// keep so (a host tensor, memory of another owner) it keeps whole, and says
+// so: the kernel is then released on the host.
+class KeptTensor {
+ public:
+  KeptTensor(const at::Tensor& tensor, bool& kept_whole);
+  // The tensor, on the worker; views of one storage share `storages`' unowned one.
+  at::Tensor view(UnownedStorages& storages) const;
+
+ private:
+  at::Tensor whole_;  // undefined, a host tensor, or memory of another owner
+  const void* storage_ = nullptr;  // the storage's identity: operands alias as they do
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  c10::Device device_{c10::kCPU};
+  caffe2::TypeMeta dtype_;
+  int64_t offset_ = 0;
+  c10::SmallVector<int64_t, 5> sizes_;
+  c10::SmallVector<int64_t, 5> strides_;
+  bool conj_ = false;
+  bool neg_ = false;
 };
 
 template <typename T>
@@ -123,16 +164,33 @@ struct KeptIntList {
 };
 
 template <typename T>
-auto kept_for_queue(QueuedViews& views, const T& argument) {
+auto kept_for_queue(const T& argument, bool& kept_whole) {
   static_assert(!is_array_ref<T>::value, "a queued kernel cannot keep an ArrayRef argument; copy it into a vector");
   if constexpr (std::is_same_v<T, at::OptionalIntArrayRef>) {
     return argument.has_value() ? KeptIntList{argument->vec()} : KeptIntList{};
   } else if constexpr (std::is_same_v<T, at::Tensor>) {
-    return views.view(argument);
+    return KeptTensor(argument, kept_whole);
   } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
-    return argument.has_value() ? std::optional<at::Tensor>(views.view(*argument)) : std::optional<at::Tensor>();
+    return argument.has_value() ? std::optional<KeptTensor>(KeptTensor(*argument, kept_whole))
+                                : std::optional<KeptTensor>();
   } else {
+    if constexpr (std::is_same_v<T, c10::Scalar>) {
+      kept_whole = kept_whole || argument.isSymbolic();  // a symbolic number's node may be Python's
+    }
     return argument;
+  }
+}
+
+// What the kernel is handed for a kept argument, on the worker.
+template <typename T>
+decltype(auto) queued_argument(UnownedStorages& storages,
+                               const T& kept) {
+  if constexpr (std::is_same_v<T, KeptTensor>) {
+    return kept.view(storages);
+  } else if constexpr (std::is_same_v<T, std::optional<KeptTensor>>) {
+    return kept.has_value() ? std::optional<at::Tensor>(kept->view(storages)) : std::optional<at::Tensor>();
+  } else {
+    return (kept);
   }
 }
 
@@ -150,10 +208,15 @@ void launch_prepared_kernel(const char* name, c10::Device device, int64_t work, 
     run_now();
     return;
   }
-  QueuedViews views;
-  enqueue_kernel(name, device, [body = std::move(body), kept = std::make_tuple(kept_for_queue(views, args)...)] {
-    std::apply(body, kept);
-  });
+  bool kept_whole = false;
+  auto kept = std::make_tuple(kept_for_queue(args, kept_whole)...);
+  enqueue_kernel(
+      name, device,
+      [body = std::move(body), kept = std::move(kept)] {
+        UnownedStorages storages;
+        std::apply([&](const auto&... each) { body(queued_argument(storages, each)...); }, kept);
+      },
+      ActivityKind::kKernel, kept_whole ? ClosureRelease::kOnHost : ClosureRelease::kOnWorker);
 }
 
 // The same for a kernel with nothing prepared: `body(args...)` at once.
