@@ -114,6 +114,25 @@ def test_memory_a_queued_kernel_uses_is_freed_at_once(device: str) -> None:
     torch.foo.empty_cache()  # waits for queued kernels before giving memory back
 
 
+def test_a_queued_kernels_temporaries_reuse_no_memory_freed_after_its_launch(device: str) -> None:
+    """A CPU kernel queued on the stream may allocate (softmax's backward
+    makes a contiguous copy of a transposed gradient). Memory the program
+    freed after the launch is still read by kernels queued between the two;
+    the temporary must not take it."""
+    output = torch.softmax(torch.randn(128, 128), -1)
+    grad = torch.randn(128, 128).t()
+    expected = torch._softmax_backward_data(grad, output, -1, torch.float32)
+    b_on_cpu = torch.rand(128, 128)
+    on_device = [tensor.to(device) for tensor in (output, grad, b_on_cpu)]
+    torch.foo.synchronize()
+    torch.foo._sleep(LONG_MS)
+    result = torch._softmax_backward_data(on_device[1], on_device[0], -1, torch.float32)
+    doubled = on_device[2] * 2  # queued after the backward, reads b
+    del on_device[2]  # b's memory is free for work queued from now on
+    assert torch.equal(doubled.cpu(), b_on_cpu * 2)
+    assert torch.equal(result.cpu(), expected)
+
+
 @pytest.mark.parametrize(("record", "expected"), [(False, 10.0), (True, 6.0)])
 def test_record_stream_decides_when_memory_is_reused(
     device: str, record: bool, expected: float

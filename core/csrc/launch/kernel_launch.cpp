@@ -42,6 +42,7 @@ struct QueuedKernel {
   c10::Stream stream;
   ActivityKind kind;
   uint64_t correlation;
+  bool launched_while_tracing;
   int threads;
   ClosureRelease release;
 };
@@ -129,13 +130,14 @@ void use_intra_op_threads(int threads) {
   }
 }
 
-void run_queued_kernel(const char* name, c10::Stream stream, ActivityKind kind, uint64_t correlation, int threads,
-                       const std::function<void()>& body) {
-  use_intra_op_threads(threads);
+void run_queued_kernel(const QueuedKernel& kernel) {
+  use_intra_op_threads(kernel.threads);
+  const c10::Stream stream = kernel.stream;
   const QueuedKernelScope scope(stream);
-  const DeviceActivity activity(name, stream.device(), kind, stream.id(), correlation);
+  const DeviceActivity activity(kernel.name, stream.device(), kernel.kind, stream.id(), kernel.correlation,
+                                kernel.launched_while_tracing);
   TORCH_CHECK(!device_runtime(stream.device_type()).take_kernel_failure(stream.device_index()), kInjectedFailure);
-  body();
+  kernel.body();
 }
 
 }  // namespace
@@ -178,7 +180,7 @@ namespace {
 // What a queued kernel's failure says, or empty when it ran.
 std::string run_or_describe_failure(const QueuedKernel& kernel) {
   try {
-    run_queued_kernel(kernel.name, kernel.stream, kernel.kind, kernel.correlation, kernel.threads, kernel.body);
+    run_queued_kernel(kernel);
     return {};
   } catch (const std::exception& error) {
     return asynchronous_failure(kernel.name, kernel.stream, error);
@@ -219,7 +221,8 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   drop_retired_kernels();
   const c10::Stream stream = current_stream(device);
   auto kernel = std::make_unique<QueuedKernel>(
-      QueuedKernel{std::move(body), name, stream, kind, current_correlation_id(), at::get_num_threads(), release});
+      QueuedKernel{std::move(body), name, stream, kind, current_correlation_id(), device_tracing(),
+                   at::get_num_threads(), release});
   const driver::Stream& queue = runtime_stream(stream);
   translate_runtime_errors([&] {
     if (queue.launch_host_function(&run_queued_kernel_once, kernel.get())) {

@@ -71,6 +71,11 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     c10::DataPtr adopted_data;                  // owner of adopted host memory
     c10::MempoolId_t pool{0, 0};                // the private pool it belongs to, or {0, 0}
     std::shared_ptr<const SegmentSource> source;  // whose memory it is: a pluggable allocator's, or the driver's
+    // Freed by a kernel on its stream's worker, so in the stream's order. A
+    // block the host freed may still be read by kernels queued before the
+    // free; a queued kernel running before them must not take it for its own
+    // allocations (a CPU kernel's temporary), which reuse only these.
+    bool freed_in_stream_order = false;
   };
 
   explicit CachingDeviceAllocator(c10::DeviceType type) : type_(type) {}
@@ -462,8 +467,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (it != cached.end()) {
       // Prefer a block last used on this stream: reuse needs no synchronisation.
       auto& blocks = it->second;
+      const bool in_queued_kernel = on_stream_worker_thread();
       for (size_t i = blocks.size(); i-- > 0;) {
-        if (blocks[i]->stream == stream) {
+        if (blocks[i]->stream == stream && (!in_queued_kernel || blocks[i]->freed_in_stream_order)) {
           block = blocks[i];
           blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
           break;
@@ -679,6 +685,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
     });
     block->used_on.clear();
+    block->freed_in_stream_order = on_stream_worker_thread();
     if (returns_to_source(dev, *block)) {
       give_back(dev, block);
     } else if (block->pending.empty()) {

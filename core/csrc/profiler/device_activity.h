@@ -53,14 +53,17 @@ void pop_correlation_id();
 class DeviceActivity {
  public:
   DeviceActivity(const char* name, c10::Device device, ActivityKind kind = ActivityKind::kKernel)
-      : name_(device_tracing() ? name : nullptr),
+      : name_(name != nullptr && device_tracing() ? name : nullptr),
         kind_(kind),
         device_(device),
         start_ns_(name_ != nullptr ? activity_clock_ns() : 0) {}
   // The same for a kernel a stream worker runs: on `stream`, for the
-  // operator the profiler correlated with its launch.
-  DeviceActivity(const char* name, c10::Device device, ActivityKind kind, c10::StreamId stream, uint64_t correlation)
-      : DeviceActivity(name, device, kind) {
+  // operator the profiler correlated with its launch; recorded only when it
+  // was launched during a session too (a kernel launched before the session
+  // began is not part of it, though it runs during it).
+  DeviceActivity(const char* name, c10::Device device, ActivityKind kind, c10::StreamId stream, uint64_t correlation,
+                 bool launched_while_tracing)
+      : DeviceActivity(launched_while_tracing ? name : nullptr, device, kind) {
     stream_ = stream;
     correlation_ = correlation;
   }
