@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # is asynchronous launching itself: rerunning them blocking would test nothing new.
 NOT_LAUNCH_PATHS = {
     "test_async_execution.py": "watches kernels still queued after a launch, which blocking forbids",
+    "test_queued_foreach.py": "watches foreach kernels still queued after a launch, which blocking forbids",
     "test_process_exit.py": "exits with kernels still queued, which blocking never leaves",
     "test_inductor_integration.py": "checks the replaced torch internals, no kernel runs",
     "test_runtime_native.py": "the simulator's runtime on its own, without torch",

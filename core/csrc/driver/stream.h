@@ -70,6 +70,9 @@ class Stream {
   // Counts work queued on the stream through the driver by other means than
   // the calls above (an event wait, a simulator sleep), for query().
   void note_issued() const { issued_.fetch_add(1, std::memory_order_acq_rel); }
+  // How much work the core has queued on the stream so far: the next work
+  // queued is issued() + 1 in the stream's order, or later.
+  uint64_t issued() const { return issued_.load(std::memory_order_acquire); }
 
  private:
   // Calls `function` of the table (stream_query, stream_synchronize or

@@ -34,7 +34,7 @@
 namespace torchplug {
 namespace {
 
-constexpr c10::DispatchKeySet kPerTensorPath{c10::DispatchKey::CPU};
+constexpr c10::DispatchKeySet kPerTensorLoop{c10::DispatchKey::CPU};
 
 // Whether one call of a foreach operator can be queued as one kernel: its
 // tensors all on one device whose memory the CPU's loops run over, each
@@ -127,7 +127,7 @@ struct QueuedForeach<AtenOp, void(at::TensorList, Args...)> {
     coverage.note(self);
     (coverage.note(args), ...);
     if (!coverage.queued()) {
-      AtenOp::redispatch(kPerTensorPath, self, args...);
+      AtenOp::redispatch(kPerTensorLoop, self, args...);
       return;
     }
     QueuedViews views;
@@ -135,7 +135,7 @@ struct QueuedForeach<AtenOp, void(at::TensorList, Args...)> {
     enqueue_kernel(
         AtenOp::name, coverage.device(),
         [kept = std::move(kept)] {
-          std::apply([](const auto&... each) { AtenOp::redispatch(kPerTensorPath, as_argument(each)...); }, kept);
+          std::apply([](const auto&... each) { AtenOp::redispatch(kPerTensorLoop, as_argument(each)...); }, kept);
         },
         ActivityKind::kKernel);
   }
@@ -157,7 +157,7 @@ struct QueuedForeachResults<AtenOp, InPlace, std::vector<at::Tensor>(at::TensorL
     (coverage.note(args), ...);
     coverage.needs_floating_results();
     if (!coverage.queued()) {
-      return AtenOp::redispatch(kPerTensorPath, self, args...);
+      return AtenOp::redispatch(kPerTensorLoop, self, args...);
     }
     std::vector<at::Tensor> results;
     results.reserve(self.size());
@@ -173,7 +173,7 @@ struct QueuedForeachResults<AtenOp, InPlace, std::vector<at::Tensor>(at::TensorL
           for (size_t i = 0; i < filled.size(); ++i) {
             filled[i].copy_(sources[i]);
           }
-          std::apply([](const auto&... each) { InPlace::redispatch(kPerTensorPath, as_argument(each)...); }, kept);
+          std::apply([](const auto&... each) { InPlace::redispatch(kPerTensorLoop, as_argument(each)...); }, kept);
         },
         ActivityKind::kKernel);
     return results;

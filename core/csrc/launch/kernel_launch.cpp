@@ -45,6 +45,7 @@ struct QueuedKernel {
   bool launched_while_tracing;
   int threads;
   ClosureRelease release;
+  uint64_t issue = 0;  // its place in the stream's order, or an earlier one (running_kernel_issue)
 };
 
 // Queued kernels whose closures the host must destroy, handed back by the
@@ -136,6 +137,7 @@ void run_queued_kernel(const QueuedKernel& kernel) {
   const QueuedKernelScope scope(stream);
   const DeviceActivity activity(kernel.name, stream.device(), kernel.kind, stream.id(), kernel.correlation,
                                 kernel.launched_while_tracing);
+  set_running_kernel_issue(kernel.issue);
   TORCH_CHECK(!device_runtime(stream.device_type()).take_kernel_failure(stream.device_index()), kInjectedFailure);
   kernel.body();
 }
@@ -224,12 +226,17 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
       QueuedKernel{std::move(body), name, stream, kind, current_correlation_id(), device_tracing(),
                    at::get_num_threads(), release});
   const driver::Stream& queue = runtime_stream(stream);
+  // Read before the launch: work other threads queue meanwhile only makes
+  // the kernel's real place later, so this errs on the safe side.
+  kernel->issue = queue.issued() + 1;
   translate_runtime_errors([&] {
     if (queue.launch_host_function(&run_queued_kernel_once, kernel.get())) {
       kernel.release();  // the host function owns it now
       return;
     }
-    // A graph captures the stream: it keeps the kernel and replays it, so the kernel is never retired.
+    // A graph captures the stream: it keeps the kernel and replays it, so the
+    // kernel is never retired; each replay is a launch, traced if a session records it.
+    kernel->launched_while_tracing = true;
     queue.enqueue([kept = std::shared_ptr<QueuedKernel>(std::move(kernel))] {
       const std::string failure = run_or_describe_failure(*kept);
       if (!failure.empty()) {

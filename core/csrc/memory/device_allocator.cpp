@@ -71,11 +71,12 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     c10::DataPtr adopted_data;                  // owner of adopted host memory
     c10::MempoolId_t pool{0, 0};                // the private pool it belongs to, or {0, 0}
     std::shared_ptr<const SegmentSource> source;  // whose memory it is: a pluggable allocator's, or the driver's
-    // Freed by a kernel on its stream's worker, so in the stream's order. A
-    // block the host freed may still be read by kernels queued before the
-    // free; a queued kernel running before them must not take it for its own
-    // allocations (a CPU kernel's temporary), which reuse only these.
-    bool freed_in_stream_order = false;
+    // Where in its stream's order it was freed: the stream's issued() when
+    // the host freed it, 0 when a queued kernel did (in the stream's order).
+    // Kernels queued before a host's free may still read the block; a queued
+    // kernel's own allocations (a CPU kernel's temporary) reuse it only if the
+    // kernel was queued after the free.
+    uint64_t freed_at_issue = 0;
   };
 
   explicit CachingDeviceAllocator(c10::DeviceType type) : type_(type) {}
@@ -467,9 +468,9 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     if (it != cached.end()) {
       // Prefer a block last used on this stream: reuse needs no synchronisation.
       auto& blocks = it->second;
-      const bool in_queued_kernel = on_stream_worker_thread();
+      const uint64_t queued_at = on_stream_worker_thread() ? running_kernel_issue() : UINT64_MAX;
       for (size_t i = blocks.size(); i-- > 0;) {
-        if (blocks[i]->stream == stream && (!in_queued_kernel || blocks[i]->freed_in_stream_order)) {
+        if (blocks[i]->stream == stream && blocks[i]->freed_at_issue < queued_at) {
           block = blocks[i];
           blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
           break;
@@ -651,9 +652,25 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     delete block;  // frees the host memory through its own deleter
   }
 
+  // How much work was queued on `block`'s stream when it is freed now (see Block::freed_at_issue).
+  uint64_t issued_before_free(const Block& block) noexcept {
+    if (on_stream_worker_thread()) {
+      return 0;
+    }
+    try {
+      const c10::Device device(type_, block.device);
+      const c10::Stream current = current_stream(device);
+      return current.id() == block.stream ? runtime_stream(current).issued()
+                                          : runtime().stream(block.device, block.stream).issued();
+    } catch (...) {
+      return UINT64_MAX;  // never reused by a queued kernel's own allocations
+    }
+  }
+
   void release(Block* block) {
     trace_stream_order({TraceKind::kMemoryFree, c10::Device(type_, block->device), block->stream,
                         reinterpret_cast<uintptr_t>(block->pointer)});
+    const uint64_t freed_at_issue = issued_before_free(*block);
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceState& dev = state(block->device);
     count_use(dev.stats, *block, /*add=*/false);
@@ -685,7 +702,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
       }
     });
     block->used_on.clear();
-    block->freed_in_stream_order = on_stream_worker_thread();
+    block->freed_at_issue = freed_at_issue;
     if (returns_to_source(dev, *block)) {
       give_back(dev, block);
     } else if (block->pending.empty()) {
