@@ -110,10 +110,8 @@ void fail_if_injected(const char* name, c10::Device device);
 class QueuedViews {
  public:
   at::Tensor view(const at::Tensor& tensor);
-  // A kernel keeping what this viewed, and values that own nothing of Python's.
+  // Where a kernel keeping what this viewed (and values that own nothing of Python's) is released.
   ClosureRelease release() const { return kept_whole_ ? ClosureRelease::kOnHost : ClosureRelease::kOnWorker; }
-  // The kernel keeps something else that may own a Python object.
-  void keeps_whole() { kept_whole_ = true; }
 
  private:
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages_;
