@@ -152,7 +152,7 @@ PyObject* launch_host_code(PyObject* /*module*/, PyObject* const* args, Py_ssize
   if (queues_kernel(device, work)) {
     // Its operands are raw pointers: memory the program frees meanwhile stays
     // mapped for the stream's queued work, as with eager kernels' unowned views.
-    enqueue_kernel(name, device, std::move(run), ActivityKind::kKernel, ClosureRelease::kOnWorker);
+    enqueue_kernel(name, device, std::move(run));
   } else {
     std::vector<const void*> memory;
     if (driver::strict_memory()) {

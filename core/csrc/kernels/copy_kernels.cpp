@@ -220,16 +220,15 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     // (partial overlap) is refused here, at the launch.
     at::assert_no_internal_overlap(dst);
     at::assert_no_partial_overlap(dst, src);
-    bool kept_whole = false;
-    KeptTensor from(src, kept_whole);
-    KeptTensor to(dst, kept_whole);
+    KeptTensor from(src);
+    KeptTensor to(dst);
     enqueue_kernel(
         copy_name(src, dst), dst.device(),
         [from = std::move(from), to = std::move(to)] {
           UnownedStorages storages;
           copy_over_device_memory(from.view(storages), to.view(storages), /*non_blocking=*/false);
         },
-        ActivityKind::kMemcpy, kept_whole ? ClosureRelease::kOnHost : ClosureRelease::kOnWorker);
+        ActivityKind::kMemcpy);
     return dst;
   }
   // A blocking copy waits for the driver's, as cudaMemcpy does; a queued

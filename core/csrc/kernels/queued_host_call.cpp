@@ -206,27 +206,6 @@ at::Tensor device_result(const ResultTensor& shape, const std::vector<at::Tensor
   return at::empty_strided(shape.sizes, shape.strides, at::TensorOptions(shape.dtype).device(device));
 }
 
-// Whether a queued call's kept argument owns nothing that may be Python's:
-// the tensors it kept (views, or copies of host tensors), numbers, strings,
-// devices and lists of those. A symbolic number, a generator or a script
-// object may be, and is released on the host.
-bool owns_no_python(const c10::IValue& value) {
-  if (value.isTensor() || value.isNone() || value.isInt() || value.isDouble() || value.isBool() ||
-      value.isComplexDouble() || value.isString() || value.isDevice() || value.isIntList() ||
-      value.isDoubleList() || value.isBoolList() || value.isTensorList()) {
-    return true;
-  }
-  if (!value.isList()) {
-    return false;
-  }
-  for (const c10::IValue& element : value.toListRef()) {
-    if (!owns_no_python(element)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // A result the CPU kernel computed, written into the memory of the queued
 // call's output.
 void write_result(const char* name, const at::Tensor& result, const at::Tensor& output) {
@@ -355,10 +334,6 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
     results.push_back(std::move(result));
   }
 
-  ClosureRelease release = draw.has_value() ? ClosureRelease::kOnHost : views.release();
-  for (const c10::IValue& argument : kept_arguments) {
-    release = owns_no_python(argument) ? release : ClosureRelease::kOnHost;
-  }
   const char* name = schema.name().c_str();
   // Results are written through the out= overload when each is a tensor of
   // at least one dimension: CPU out= kernels of losses and other reductions
@@ -418,7 +393,7 @@ HostCallQueued queue_host_call(const c10::OperatorHandle& op, c10::DispatchKeySe
           }
         }
       },
-      kind, release);
+      kind);
   torch::jit::drop(*stack, arguments.size());
   for (c10::IValue& result : results) {
     stack->push_back(std::move(result));

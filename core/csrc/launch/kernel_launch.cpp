@@ -6,7 +6,6 @@
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <stdexcept>
 #include <utility>
@@ -44,35 +43,38 @@ struct QueuedKernel {
   uint64_t correlation;
   bool launched_while_tracing;
   int threads;
-  ClosureRelease release;
   uint64_t issue = 0;  // its place in the stream's order, or an earlier one (running_kernel_issue)
+  QueuedKernel* next_retired = nullptr;  // in `retired`
 };
 
-// Queued kernels whose closures the host must destroy, handed back by the
-// workers once they ran. What a kernel keeps whole (a Python number's tensor)
-// may be the last reference to a tensor Python knew, whose release needs the
-// GIL, which a worker must never wait for (the host may hold it while it
-// waits for the worker): host threads drop them. Leaked on purpose, like the
-// device runtimes: workers may retire kernels while the process exits.
-std::mutex retired_mutex;
-auto* retired = new std::vector<std::unique_ptr<QueuedKernel>>();
-std::atomic<bool> has_retired{false};
+// Queued kernels that ran, handed back by the workers for a launching thread
+// to destroy, for two reasons. What a kernel keeps whole (a Python number's
+// tensor) may be the last reference to a tensor Python knew, whose release
+// needs the GIL, which a worker must never wait for (the host may hold it
+// while it waits for the worker). And the kernel's memory came from the
+// launching thread's malloc arena: a worker freeing it takes that arena's
+// lock while the host allocates, and every collision put one thread to
+// sleep and made the other wake it (a system call, and on virtual machines
+// an interrupt to the sleeping core), which made whole training steps up to
+// 1.5x slower. A lock-free stack: workers push, a host thread takes them all.
+std::atomic<QueuedKernel*> retired{nullptr};
 
 void retire(std::unique_ptr<QueuedKernel> kernel) {
-  std::lock_guard<std::mutex> lock(retired_mutex);
-  retired->push_back(std::move(kernel));
-  has_retired.store(true, std::memory_order_release);
+  QueuedKernel* top = kernel.release();
+  top->next_retired = retired.load(std::memory_order_relaxed);
+  while (!retired.compare_exchange_weak(top->next_retired, top, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+  }
 }
 
 void drop_retired_kernels() {
-  if (on_stream_worker_thread() || !has_retired.load(std::memory_order_acquire)) {
+  if (on_stream_worker_thread() || retired.load(std::memory_order_relaxed) == nullptr) {
     return;
   }
-  std::vector<std::unique_ptr<QueuedKernel>> dropping;
-  {
-    std::lock_guard<std::mutex> lock(retired_mutex);
-    dropping.swap(*retired);
-    has_retired.store(false, std::memory_order_release);
+  QueuedKernel* next = retired.exchange(nullptr, std::memory_order_acquire);
+  while (next != nullptr) {
+    const std::unique_ptr<QueuedKernel> dropping(next);
+    next = dropping->next_retired;
   }
 }
 
@@ -191,14 +193,12 @@ std::string run_or_describe_failure(const QueuedKernel& kernel) {
   }
 }
 
-// The driver host function of a queued kernel: runs it once, and releases it
-// where its closure may be destroyed.
+// The driver host function of a queued kernel: runs it once, and hands it
+// back to the launching threads (see `retired`).
 int run_queued_kernel_once(void* user_data, char* message, size_t message_size) {
   std::unique_ptr<QueuedKernel> kernel(static_cast<QueuedKernel*>(user_data));
   const std::string failure = run_or_describe_failure(*kernel);
-  if (kernel->release == ClosureRelease::kOnHost) {
-    retire(std::move(kernel));
-  }
+  retire(std::move(kernel));
   if (failure.empty()) {
     return 0;
   }
@@ -209,8 +209,7 @@ int run_queued_kernel_once(void* user_data, char* message, size_t message_size) 
 
 }  // namespace
 
-void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body, ActivityKind kind,
-                    ClosureRelease release) {
+void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body, ActivityKind kind) {
   // A process that exits with kernels queued lets them finish before its
   // statics (which the kernels use) are destroyed.
   static const bool waits_at_exit = std::atexit([] {
@@ -224,7 +223,7 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
   const c10::Stream stream = current_stream(device);
   auto kernel = std::make_unique<QueuedKernel>(
       QueuedKernel{std::move(body), name, stream, kind, current_correlation_id(), device_tracing(),
-                   at::get_num_threads(), release});
+                   at::get_num_threads()});
   const driver::Stream& queue = runtime_stream(stream);
   // Read before the launch: work other threads queue meanwhile only makes
   // the kernel's real place later, so this errs on the safe side.
@@ -252,7 +251,6 @@ at::Tensor QueuedViews::view(const at::Tensor& tensor) {
   }
   if (tensor.device().is_cpu() || !tensor.has_storage() ||
       !allocated_by_device_allocator(tensor.storage().data_ptr())) {
-    kept_whole_ = true;
     return tensor;
   }
   const c10::Storage& storage = tensor.storage();
@@ -269,14 +267,13 @@ at::Tensor QueuedViews::view(const at::Tensor& tensor) {
   return device_view(unowned, tensor, device_key_set(tensor.device().type()));
 }
 
-KeptTensor::KeptTensor(const at::Tensor& tensor, bool& kept_whole) {
+KeptTensor::KeptTensor(const at::Tensor& tensor) {
   if (!tensor.defined()) {
     return;
   }
   if (tensor.device().is_cpu() || !tensor.has_storage() ||
       !allocated_by_device_allocator(tensor.storage().data_ptr())) {
     whole_ = tensor;
-    kept_whole = true;
     return;
   }
   c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();

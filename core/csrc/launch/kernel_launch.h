@@ -86,17 +86,12 @@ bool runs_over_device_memory(c10::Device device);
 // when launches block, and not a tiny kernel (a few elements) whose stream is
 // idle (queueing it would cost more than running it; running it keeps the order).
 bool queues_kernel(c10::Device device, int64_t work);
-// Where a queued kernel's closure is destroyed once it ran: on the host when
-// it keeps a tensor whole (it may be the last reference to a tensor Python
-// knew, whose release needs the GIL, which a stream's worker never waits
-// for); on the worker when it keeps only unowned views and plain values,
-// which spares the launching thread the work.
-enum class ClosureRelease { kOnHost, kOnWorker };
 // Queues `body` on `device`'s current stream; an error it raises there
 // surfaces at the next synchronizing call, naming operator `name`. `kind`
-// is what torch.profiler shows it as.
+// is what torch.profiler shows it as. Once it ran, `body` is destroyed on a
+// launching thread, never on the stream's worker (see kernel_launch.cpp).
 void enqueue_kernel(const char* name, c10::Device device, std::function<void()> body,
-                    ActivityKind kind = ActivityKind::kKernel, ClosureRelease release = ClosureRelease::kOnHost);
+                    ActivityKind kind = ActivityKind::kKernel);
 // Raises the failure torchplug.runtime.inject_kernel_failures asked for, if any.
 void fail_if_injected(const char* name, c10::Device device);
 
@@ -110,12 +105,9 @@ void fail_if_injected(const char* name, c10::Device device);
 class QueuedViews {
  public:
   at::Tensor view(const at::Tensor& tensor);
-  // Where a kernel keeping what this viewed (and values that own nothing of Python's) is released.
-  ClosureRelease release() const { return kept_whole_ ? ClosureRelease::kOnHost : ClosureRelease::kOnWorker; }
 
  private:
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages_;
-  bool kept_whole_ = false;  // a tensor view() could not view
 };
 
 // The unowned storages a queued kernel's views share, by the storage each stands for.
@@ -124,12 +116,11 @@ using UnownedStorages = c10::SmallVector<std::pair<const void*, c10::Storage>, 4
 // A tensor argument of a queued kernel, kept by value: for memory of the
 // device allocator, its address and layout, from which the stream's worker
 // makes an unowned view (as QueuedViews does) when the kernel runs, so the
-// launching thread allocates and frees nothing for it. A tensor it cannot
-// keep so (a host tensor, memory of another owner) it keeps whole, and says
-// so: the kernel is then released on the host.
+// launching thread allocates nothing for it. A tensor it cannot keep so (a
+// host tensor, memory of another owner) it keeps whole.
 class KeptTensor {
  public:
-  KeptTensor(const at::Tensor& tensor, bool& kept_whole);
+  explicit KeptTensor(const at::Tensor& tensor);
   // The tensor, on the worker; views of one storage share `storages`' unowned one.
   at::Tensor view(UnownedStorages& storages) const;
 
@@ -162,19 +153,15 @@ struct KeptIntList {
 };
 
 template <typename T>
-auto kept_for_queue(const T& argument, bool& kept_whole) {
+auto kept_for_queue(const T& argument) {
   static_assert(!is_array_ref<T>::value, "a queued kernel cannot keep an ArrayRef argument; copy it into a vector");
   if constexpr (std::is_same_v<T, at::OptionalIntArrayRef>) {
     return argument.has_value() ? KeptIntList{argument->vec()} : KeptIntList{};
   } else if constexpr (std::is_same_v<T, at::Tensor>) {
-    return KeptTensor(argument, kept_whole);
+    return KeptTensor(argument);
   } else if constexpr (std::is_same_v<T, std::optional<at::Tensor>>) {
-    return argument.has_value() ? std::optional<KeptTensor>(KeptTensor(*argument, kept_whole))
-                                : std::optional<KeptTensor>();
+    return argument.has_value() ? std::optional<KeptTensor>(KeptTensor(*argument)) : std::optional<KeptTensor>();
   } else {
-    if constexpr (std::is_same_v<T, c10::Scalar>) {
-      kept_whole = kept_whole || argument.isSymbolic();  // a symbolic number's node may be Python's
-    }
     return argument;
   }
 }
@@ -206,15 +193,11 @@ void launch_prepared_kernel(const char* name, c10::Device device, int64_t work, 
     run_now();
     return;
   }
-  bool kept_whole = false;
-  auto kept = std::make_tuple(kept_for_queue(args, kept_whole)...);
-  enqueue_kernel(
-      name, device,
-      [body = std::move(body), kept = std::move(kept)] {
-        UnownedStorages storages;
-        std::apply([&](const auto&... each) { body(queued_argument(storages, each)...); }, kept);
-      },
-      ActivityKind::kKernel, kept_whole ? ClosureRelease::kOnHost : ClosureRelease::kOnWorker);
+  auto kept = std::make_tuple(kept_for_queue(args)...);
+  enqueue_kernel(name, device, [body = std::move(body), kept = std::move(kept)] {
+    UnownedStorages storages;
+    std::apply([&](const auto&... each) { body(queued_argument(storages, each)...); }, kept);
+  });
 }
 
 // The same for a kernel with nothing prepared: `body(args...)` at once.
