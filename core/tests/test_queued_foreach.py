@@ -134,3 +134,24 @@ def test_new_results_reuse_no_memory_freed_after_the_launch(device: str) -> None
     del b  # its memory is free for work queued from now on
     assert torch.equal(doubled.cpu(), b_on_cpu * 2)
     assert torch.equal(roots[0].cpu(), torch.sqrt(a[0].cpu()))
+
+
+@pytest.mark.parametrize("name", ["sqrt", "mul.Scalar"])
+def test_new_results_of_strided_tensors_keep_their_layout_and_the_cpus_values(
+    device: str, name: str
+) -> None:
+    _, call = CALLS[name]
+    generator = torch.Generator().manual_seed(3)
+    on_cpu = [
+        torch.rand(6, 4, generator=generator).t(),
+        torch.rand(3, 5, 2, generator=generator).permute(2, 0, 1),
+    ]
+    on_device = [tensor.to(device) for tensor in on_cpu]
+    expected = call(on_cpu)
+    torch.foo.synchronize()
+    torch.foo._sleep(LONG_MS)
+    result = call(on_device)
+    assert not torch.foo.current_stream().query()
+    for got, want in zip(result, expected, strict=True):
+        assert got.stride() == want.stride()
+        assert torch.equal(got.cpu(), want)

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <ATen/ScalarOps.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_foreach_add_ops.h>
 #include <ATen/ops/_foreach_addcdiv_ops.h>
@@ -24,6 +25,8 @@
 #include <ATen/ops/_foreach_mul_ops.h>
 #include <ATen/ops/_foreach_sqrt_ops.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/sqrt.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/Scalar.h>
 #include <c10/util/ArrayRef.h>
@@ -141,16 +144,18 @@ struct QueuedForeach<AtenOp, void(at::TensorList, Args...)> {
   }
 };
 
-// New results (sqrt, mul.Scalar), allocated at the launch and computed in
-// place by `InPlace` over a copy of the first list: the kernel allocates
+// New results (sqrt, mul.Scalar), allocated at the launch and computed into
+// by `Into`, each tensor's out= operator (one pass over its memory, where a
+// copy then the in-place operator would be two): the kernel allocates
 // nothing. (Memory it allocated on the stream's worker could be memory the
 // program freed after the launch, which kernels queued before the free, and
-// after this one, still read.)
-template <typename AtenOp, typename InPlace, typename Schema = typename AtenOp::schema>
+// after this one, still read.) The out= operators are the kernels the CPU's
+// per-tensor path runs for each result, so the values are the CPU's.
+template <typename AtenOp, typename Into, typename Schema = typename AtenOp::schema>
 struct QueuedForeachResults;
 
-template <typename AtenOp, typename InPlace, typename... Args>
-struct QueuedForeachResults<AtenOp, InPlace, std::vector<at::Tensor>(at::TensorList, Args...)> {
+template <typename AtenOp, typename Into, typename... Args>
+struct QueuedForeachResults<AtenOp, Into, std::vector<at::Tensor>(at::TensorList, Args...)> {
   static std::vector<at::Tensor> call(at::TensorList self, Args... args) {
     Coverage coverage(self);
     coverage.note(self);
@@ -165,24 +170,33 @@ struct QueuedForeachResults<AtenOp, InPlace, std::vector<at::Tensor>(at::TensorL
       results.push_back(at::empty_like(tensor));
     }
     QueuedViews views;
-    auto kept = std::make_tuple(kept_argument(views, at::TensorList(results)), kept_argument(views, args)...);
     enqueue_kernel(
         AtenOp::name, coverage.device(),
-        [sources = kept_argument(views, self), kept = std::move(kept)] {
-          const std::vector<at::Tensor>& filled = std::get<0>(kept);
+        [filled = kept_argument(views, at::TensorList(results)), sources = kept_argument(views, self),
+         kept = std::make_tuple(kept_argument(views, args)...)]() mutable {
           for (size_t i = 0; i < filled.size(); ++i) {
-            filled[i].copy_(sources[i]);
+            std::apply([&](const auto&... each) { Into::into(filled[i], sources[i], each...); }, kept);
           }
-          std::apply([](const auto&... each) { InPlace::redispatch(kPerTensorLoop, as_argument(each)...); }, kept);
         },
         ActivityKind::kKernel);
     return results;
   }
 };
 
-template <typename AtenOp, typename InPlace>
+// What the CPU's per-tensor path computes for one result of _foreach_sqrt
+// (`tensor.sqrt()`) and of _foreach_mul.Scalar (`tensor.mul(number)`), into `out`.
+struct SqrtInto {
+  static void into(at::Tensor& out, const at::Tensor& self) { at::sqrt_out(out, self); }
+};
+struct MulScalarInto {
+  static void into(at::Tensor& out, const at::Tensor& self, const c10::Scalar& number) {
+    at::mul_out(out, self, at::native::wrapped_scalar_tensor(number));
+  }
+};
+
+template <typename AtenOp, typename Into>
 void queued_foreach_results(DeviceKernels& library) {
-  library.impl<AtenOp>(TORCH_FN((&QueuedForeachResults<AtenOp, InPlace>::call)));
+  library.impl<AtenOp>(TORCH_FN((&QueuedForeachResults<AtenOp, Into>::call)));
 }
 
 template <typename AtenOp>
@@ -199,7 +213,7 @@ void register_queued_foreach_kernels(DeviceKernels& library) {
   queued_foreach<ops::_foreach_add__List>(library);
   queued_foreach<ops::_foreach_mul__Scalar>(library);
   queued_foreach<ops::_foreach_mul__ScalarList>(library);
-  queued_foreach_results<ops::_foreach_mul_Scalar, ops::_foreach_mul__Scalar>(library);
+  queued_foreach_results<ops::_foreach_mul_Scalar, MulScalarInto>(library);
   queued_foreach<ops::_foreach_div__Scalar>(library);
   queued_foreach<ops::_foreach_div__ScalarList>(library);
   queued_foreach<ops::_foreach_lerp__Scalar>(library);
@@ -208,7 +222,7 @@ void register_queued_foreach_kernels(DeviceKernels& library) {
   queued_foreach<ops::_foreach_addcdiv__Scalar>(library);
   queued_foreach<ops::_foreach_addcdiv__ScalarList>(library);
   queued_foreach<ops::_foreach_sqrt_>(library);
-  queued_foreach_results<ops::_foreach_sqrt, ops::_foreach_sqrt_>(library);
+  queued_foreach_results<ops::_foreach_sqrt, SqrtInto>(library);
 }
 
 }  // namespace torchplug
