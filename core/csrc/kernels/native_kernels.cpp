@@ -505,6 +505,12 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
                                                                                       alpha);
 }
 
+// sqrt.out: each result of the optimizers' _foreach_sqrt (AdamW's
+// denominators), computed where it goes.
+at::Tensor& sqrt_out(const at::Tensor& self, at::Tensor& out) {
+  return structured_into<at::_ops::sqrt_out, at::native::structured_sqrt_out>(out, self);
+}
+
 // A CPU native function made only of dispatched operators: on the device each
 // of them is a device kernel, so it serves every device and strict mode, and
 // its random draws come from the device's generator. (Through the fallback,
@@ -570,6 +576,7 @@ void register_native_kernels(DeviceKernels& library) {
   library.impl("mul.out", TORCH_FN(mul_out));
   library.impl("mm.out", TORCH_FN(mm_out));
   library.impl("addmm.out", TORCH_FN(addmm_out));
+  library.impl("sqrt.out", TORCH_FN(sqrt_out));
   library.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   structured<ops::mm, cpu::structured_mm_out_cpu, DeviceCheck::kNamedArguments>(library);
   structured<ops::addmm, cpu::structured_addmm_out_cpu, DeviceCheck::kNamedArguments>(library);
