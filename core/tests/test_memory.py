@@ -1,5 +1,6 @@
 """Caching allocator statistics, OOM and recovery, fault injection, pinned memory."""
 
+import copy
 import gc
 
 import pytest
@@ -170,3 +171,31 @@ def test_per_process_memory_fraction_caps_reservations(device: str) -> None:
     with pytest.raises(ValueError, match=r"Invalid fraction value: 1\.5\. Allowed range: 0~1"):
         module.set_per_process_memory_fraction(1.5)
     torch.empty(capacity // 2, dtype=torch.uint8, device=f"{device}:1")
+
+
+def test_host_buffers_of_queued_kernels_are_cached_until_empty_cache(device: str) -> None:
+    """The CPU code of a queued kernel allocates its large host buffers (here
+    the weight gradient before it is copied into device memory) from a cache
+    that keeps them mapped between steps; the host's own allocations never
+    enter it, and empty_cache frees it."""
+    import torchplug.runtime
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(512, 512, 3, padding=1)
+    on_device = copy.deepcopy(conv).to(device)
+    inputs = torch.randn(2, 512, 4, 4)
+    conv(inputs).square().sum().backward()
+    torch.foo.synchronize()
+    torch.foo.empty_cache()
+    assert torchplug.runtime.worker_scratch_bytes() == 0
+    for _ in range(2):  # an operator queues once a call of its shapes has run
+        on_device.zero_grad()
+        on_device(inputs.to(device)).square().sum().backward()
+    torch.foo.synchronize()
+    assert torch.equal(on_device.weight.grad.cpu(), conv.weight.grad)
+    assert torchplug.runtime.worker_scratch_bytes() >= conv.weight.nbytes
+    torch.foo.empty_cache()
+    assert torchplug.runtime.worker_scratch_bytes() == 0
+    host_buffer = torch.ones(1 << 22)  # 16 MiB allocated and freed by the host thread
+    del host_buffer
+    assert torchplug.runtime.worker_scratch_bytes() == 0

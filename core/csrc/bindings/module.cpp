@@ -20,6 +20,7 @@
 #include "memory/device_allocator.h"
 #include "device/generator.h"
 #include "memory/host_allocator.h"
+#include "memory/worker_scratch.h"
 #include "launch/kernel_launch.h"
 #include "launch/stream_trace.h"
 #include "launch/sync_debug.h"
@@ -252,6 +253,7 @@ PYBIND11_MODULE(_C, m) {
   // Torch integration (layer 2) queries.
   m.def("memory_stats", [](const std::string& device_type, int device) { return device_stats(device_type, device); });
   m.def("empty_cache", [](const std::string& device_type) { device_allocator(device_type_of(device_type)).emptyCache(); });
+  m.def("worker_scratch_bytes", &cached_worker_scratch_bytes);
   m.def("reset_peak_memory_stats", [](const std::string& device_type, int device) {
     device_allocator(device_type_of(device_type)).resetPeakStats(static_cast<c10::DeviceIndex>(device));
   });

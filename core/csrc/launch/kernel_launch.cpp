@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "memory/device_allocator.h"
 #include "memory/host_alias.h"
+#include "memory/worker_scratch.h"
 #include "launch/sync_debug.h"
 #include "launch/worker_thread.h"
 
@@ -219,6 +220,7 @@ void enqueue_kernel(const char* name, c10::Device device, std::function<void()> 
     }
   }) == 0;
   (void)waits_at_exit;
+  cache_worker_scratch();
   drop_retired_kernels();
   const c10::Stream stream = current_stream(device);
   auto kernel = std::make_unique<QueuedKernel>(

@@ -23,6 +23,7 @@
 #include "driver/memory_access.h"
 #include "driver/stream.h"
 #include "memory/segment_source.h"
+#include "memory/worker_scratch.h"
 #include "registration/kernels.h"
 
 namespace torchplug {
@@ -166,6 +167,7 @@ class CachingDeviceAllocator final : public c10::DeviceAllocator {
     for (size_t device = 0; device < per_device_.size(); ++device) {
       release_cached(static_cast<c10::DeviceIndex>(device));
     }
+    release_worker_scratch();  // the host buffers queued kernels' CPU code keeps
   }
 
   void recordStream(const c10::DataPtr& data, c10::Stream stream) override {

@@ -89,6 +89,17 @@ def reset_host_synchronizations(device_type: str) -> None:
     _C.reset_host_waits(device_type)
 
 
+def worker_scratch_bytes() -> int:
+    """Host memory the stream workers keep cached for the CPU code of queued
+    kernels, in bytes: buffers of 1 MiB or more that a kernel allocated and
+    freed (oneDNN's reordered weights, a result on its way into device
+    memory), kept mapped for the next step's kernels, up to 512 MiB.
+    ``torch.<device>.empty_cache()`` frees them."""
+    from torchplug import _C
+
+    return _C.worker_scratch_bytes()
+
+
 def _device_and_index(parsed: Any) -> tuple[str, int]:
     import torch
 
