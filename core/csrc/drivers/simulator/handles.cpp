@@ -32,24 +32,23 @@ std::mutex clients_mutex;
 auto* clients = new std::unordered_map<uintptr_t, std::shared_ptr<Client>>();
 
 // The object of `handle` in `map`; `kind` names it in messages ("stream"),
-// and `maker` the function that hands such handles out (kind + "_create" if empty).
+// and `maker` the function that hands such handles out (kind + "_create" if
+// null). Every launch looks up its client and stream: the messages' strings
+// are built only when there is one to say.
 template <typename Map>
-typename Map::mapped_type find(const Map& map, const void* handle, const std::string& kind,
-                               std::string maker = "") {
-  if (maker.empty()) {
-    maker = kind + "_create";
-  }
+typename Map::mapped_type find(const Map& map, const void* handle, const char* kind, const char* maker = nullptr) {
+  const auto made_by = [&] { return maker != nullptr ? std::string(maker) : std::string(kind) + "_create"; };
   if (handle == nullptr) {
-    throw Error(TPD_INVALID_ARGUMENT, "The " + kind + " is NULL; pass one that " + maker + " returned.");
+    throw Error(TPD_INVALID_ARGUMENT, std::string("The ") + kind + " is NULL; pass one that " + made_by() + " returned.");
   }
   auto it = map.find(id_of(handle));
   if (it == map.end()) {
-    const bool of_client = kind != "client";
+    const bool of_client = std::string(kind) != "client";
     throw Error(TPD_INVALID_HANDLE,
-                "The " + kind + " " + address(handle) + " is not a live " + kind + (of_client ? " of this client" : "") +
-                    ": it was destroyed, or comes from " + (of_client ? "another client or " : "") +
-                    "another driver. Pass a " + kind + " that " + (of_client ? "this client's " : "") + maker +
-                    " returned and that was not destroyed.");
+                std::string("The ") + kind + " " + address(handle) + " is not a live " + kind +
+                    (of_client ? " of this client" : "") + ": it was destroyed, or comes from " +
+                    (of_client ? "another client or " : "") + "another driver. Pass a " + kind + " that " +
+                    (of_client ? "this client's " : "") + made_by() + " returned and that was not destroyed.");
   }
   return it->second;
 }
@@ -64,27 +63,27 @@ Handle* insert_locked(std::mutex& mutex, Map& map, typename Map::mapped_type obj
 }
 
 template <typename Map>
-typename Map::mapped_type find_locked(std::mutex& mutex, const Map& map, const void* handle, const std::string& kind,
-                                      std::string maker = "") {
+typename Map::mapped_type find_locked(std::mutex& mutex, const Map& map, const void* handle, const char* kind,
+                                      const char* maker = nullptr) {
   std::lock_guard<std::mutex> lock(mutex);
-  return find(map, handle, kind, std::move(maker));
+  return find(map, handle, kind, maker);
 }
 
 // Forgets the object of `handle` (as find), returning it; `also` runs on it
 // under the lock, for what goes with it.
 template <typename Map, typename Also>
-typename Map::mapped_type erase_locked(std::mutex& mutex, Map& map, const void* handle, const std::string& kind,
-                                       std::string maker, Also&& also) {
+typename Map::mapped_type erase_locked(std::mutex& mutex, Map& map, const void* handle, const char* kind,
+                                       const char* maker, Also&& also) {
   std::lock_guard<std::mutex> lock(mutex);
-  auto object = find(map, handle, kind, std::move(maker));
+  auto object = find(map, handle, kind, maker);
   map.erase(id_of(handle));
   also(object);
   return object;
 }
 
 template <typename Map>
-typename Map::mapped_type erase_locked(std::mutex& mutex, Map& map, const void* handle, const std::string& kind) {
-  return erase_locked(mutex, map, handle, kind, "", [](const auto&) {});
+typename Map::mapped_type erase_locked(std::mutex& mutex, Map& map, const void* handle, const char* kind) {
+  return erase_locked(mutex, map, handle, kind, nullptr, [](const auto&) {});
 }
 
 // Refuses `first` and `second` (as the message names them) of different devices;
