@@ -193,7 +193,10 @@ def test_host_buffers_of_queued_kernels_are_cached_until_empty_cache(device: str
         on_device(inputs.to(device)).square().sum().backward()
     torch.foo.synchronize()
     assert torch.equal(on_device.weight.grad.cpu(), conv.weight.grad)
-    assert torchplug.runtime.worker_scratch_bytes() >= conv.weight.nbytes
+    if torchplug.runtime.launch_blocking():  # every kernel ran on this thread: nothing to cache
+        assert torchplug.runtime.worker_scratch_bytes() == 0
+    else:
+        assert torchplug.runtime.worker_scratch_bytes() >= conv.weight.nbytes
     torch.foo.empty_cache()
     assert torchplug.runtime.worker_scratch_bytes() == 0
     host_buffer = torch.ones(1 << 22)  # 16 MiB allocated and freed by the host thread
