@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import pytest
@@ -48,3 +52,40 @@ def test_non_blocking_copy_is_ordered_on_the_stream(device: str) -> None:
     back.copy_(doubled, non_blocking=True)
     torch.foo.current_stream().synchronize()
     assert torch.equal(back, host * 2)
+
+
+def test_a_loaders_pin_memory_thread_leaves_the_kernels_thread_count_alone(device: str) -> None:
+    """DataLoader's pin-memory thread calls torch.set_num_threads(1) for itself,
+    which also sets the count torch gives each thread at its first parallel loop.
+    A stream's worker that had run only the device's own kernels took that 1
+    there, inside a CPU kernel, and computed with it from then on: a small
+    1x1 convolution took the single-thread algorithm, not the CPU's."""
+    code = f"""
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        torch.set_num_threads(2)
+        generator = torch.Generator().manual_seed(0)
+        x, weight, bias = (torch.randn(*size, generator=generator) for size in ((4, 16, 1, 1), (8, 16, 1, 1), (8,)))
+        # With more than one thread the CPU convolves a small batch with oneDNN.
+        expected = torch.nn.functional.conv2d(x, weight, bias)
+        on_device = [t.to({device!r}) for t in (x, weight, bias)]
+        # The first call learns the operator's result shapes on this thread;
+        # the stream's worker has run the device's own kernels only.
+        torch.nn.functional.conv2d(*on_device)
+        (on_device[0] + on_device[0]).sum()
+        torch.{device}.synchronize()
+        loader = DataLoader(TensorDataset(torch.zeros(8, 2)), batch_size=4, num_workers=1, pin_memory=True)
+        assert sum(len(batch) for (batch,) in loader) == 8
+        assert torch.get_num_threads() == 2
+        result = torch.nn.functional.conv2d(*on_device).cpu()  # queued on the worker
+        assert torch.equal(result, expected), (result - expected).abs().max()
+        """
+    child = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr

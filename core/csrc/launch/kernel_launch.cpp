@@ -125,12 +125,15 @@ constexpr const char* kInjectedFailure = "injected kernel failure (torchplug.run
 
 // A queued kernel computes with as many intra-op threads as its launching
 // thread would (torch.set_num_threads applies to the thread that calls it):
-// the CPU's reductions and matrix products split work, and round, by it.
+// the CPU's reductions and matrix products split work, and round, by it, and
+// some pick their algorithm by it (oneDNN or not for a small convolution).
+// The worker's count is read, not remembered: torch sets a thread's count at
+// its first parallel loop to the last one any thread set, and a DataLoader's
+// pin-memory thread sets 1 for itself, so a worker that had run only the
+// device's own kernels took 1 there, inside a CPU kernel, and kept it.
 void use_intra_op_threads(int threads) {
-  thread_local int current = 0;
-  if (threads != current) {
+  if (at::get_num_threads() != threads) {
     at::set_num_threads(threads);
-    current = threads;
   }
 }
 
