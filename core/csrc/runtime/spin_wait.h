@@ -27,24 +27,4 @@ bool poll_until(Ready ready, std::chrono::microseconds how_long = kPollBeforeSle
   return true;
 }
 
-// Takes `lock`'s mutex, first trying a few dozen times without sleeping: for
-// mutexes whose holders keep them for a few instructions (a stream's queue),
-// a thread that finds one taken is better off retrying than sleeping, which
-// costs it a system call and the holder another to wake it.
-template <typename Lock>
-void lock_trying_first(Lock& lock) {
-  constexpr int kAttempts = 64;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    if (lock.try_lock()) {
-      return;
-    }
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-  }
-  lock.lock();
-}
-
 }  // namespace torchplug::runtime

@@ -36,20 +36,16 @@ Stream::~Stream() {
 }
 
 void Stream::enqueue(std::function<void()> task) {
-  {
-    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
-    lock_trying_first(lock);
-    if (recording_) {
-      recording_->push_back(std::move(task));
-      return;
-    }
-    if (!worker_.joinable()) {
-      worker_ = std::thread([this] { run(); });
-    }
-    queue_.push_back(std::move(task));
-    submitted_.fetch_add(1, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (recording_) {
+    recording_->push_back(std::move(task));
+    return;
   }
-  // The task was queued under the lock, so a worker about to wait sees it: no wake-up is lost.
+  if (!worker_.joinable()) {
+    worker_ = std::thread([this] { run(); });
+  }
+  queue_.push_back(std::move(task));
+  submitted_.fetch_add(1, std::memory_order_release);
   work_ready_.notify_one();
 }
 
@@ -120,53 +116,38 @@ void Stream::wait_idle() {
     return;
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  // Counted before the check: the worker, which counts a task done before it
-  // reads this, either sees the waiter (and wakes it under the lock) or the
-  // waiter sees the task done.
-  idle_waiters_.fetch_add(1);
-  work_done_.wait(lock, [&] { return completed_.load() >= target; });
-  idle_waiters_.fetch_sub(1);
+  work_done_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) >= target; });
 }
 
 void Stream::run() {
-  std::vector<std::function<void()>> batch;
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (queue_.empty() && !stopping_) {
       lock.unlock();
       poll_until([&] { return submitted_.load(std::memory_order_acquire) > completed_.load(std::memory_order_relaxed); },
                  kIdleWorkerPoll);
-      lock_trying_first(lock);  // the launch the poll saw may still hold it
+      lock.lock();
     }
     work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) {
       return;  // stopping and drained
     }
-    batch.swap(queue_);  // everything queued so far, in order; launches go on meanwhile
+    std::function<void()> task = std::move(queue_.front());
+    queue_.pop_front();
     lock.unlock();
-    for (std::function<void()>& task : batch) {
-      std::exception_ptr error;
-      try {
-        task();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      task = nullptr;  // what the task kept is released before it counts as done
-      if (error) {
-        const std::lock_guard<std::mutex> error_lock(mutex_);
-        if (!error_) {
-          error_ = error;
-          has_error_.store(true, std::memory_order_release);
-        }
-      }
-      completed_.fetch_add(1);
-      if (idle_waiters_.load() > 0) {
-        { const std::lock_guard<std::mutex> waiters_lock(mutex_); }  // a waiter between its check and its sleep holds it
-        work_done_.notify_all();
-      }
+    std::exception_ptr error;
+    try {
+      task();
+    } catch (...) {
+      error = std::current_exception();
     }
-    batch.clear();  // keeps its capacity: the two vectors trade buffers from then on
-    lock_trying_first(lock);
+    lock.lock();
+    if (error && !error_) {
+      error_ = error;
+      has_error_.store(true, std::memory_order_release);
+    }
+    completed_.fetch_add(1, std::memory_order_release);
+    work_done_.notify_all();
   }
 }
 

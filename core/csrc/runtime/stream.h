@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -61,17 +62,12 @@ class Stream {
   const int device_;
   const int64_t id_;
   const int priority_;
-  // Guards the queue, the error, the recording and stopping_. The worker
-  // takes it once per batch of tasks (all that were queued), not per task:
-  // a launching thread and the worker taking it in turn at every launch
-  // collided, and each collision put one to sleep and made the other wake it.
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  std::vector<std::function<void()>> queue_;
+  std::deque<std::function<void()>> queue_;
   std::atomic<uint64_t> submitted_{0};
   std::atomic<uint64_t> completed_{0};
-  std::atomic<int> idle_waiters_{0};  // threads asleep in wait_idle: the worker wakes them
   std::exception_ptr error_;
   std::atomic<bool> has_error_{false};
   bool stopping_ = false;

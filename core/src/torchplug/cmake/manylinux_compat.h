@@ -13,8 +13,6 @@
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
 // glibc 2.34 moved libpthread into libc under new versions; std::call_once calls this one.
 __asm__(".symver pthread_once,pthread_once@GLIBC_2.2.5");
-// std::mutex::try_lock calls this one (the runtime's streams try their mutex before sleeping on it).
-__asm__(".symver pthread_mutex_trylock,pthread_mutex_trylock@GLIBC_2.2.5");
 // It moved libdl too: the core's driver loader calls these (older systems
 // have them in libdl.so.2, which the core links for that).
 __asm__(".symver dlopen,dlopen@GLIBC_2.2.5");
